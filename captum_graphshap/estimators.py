@@ -1,0 +1,113 @@
+"""Stage 3: turn coalition values into attributions.
+
+Pure tensor functions with no model in sight, so they can be checked against
+brute-force formulas on synthetic games. Every estimator here is linear in the
+values; :class:`SparseLinearMap` is the general form (a sparse ``d x M``
+matrix), and :func:`shapley_from_all_coalitions` exploits the hypercube
+layout of the exact plan to avoid materialising the dense ``d x 2^d`` matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+from torch import Tensor
+
+
+def shapley_weights(d: int) -> list[float]:
+    """``w[s] = s! (d - s - 1)! / d!``: the weight of a coalition of size s
+    (without the player) in the Shapley value of a d-player game."""
+    return [
+        float(Fraction(math.factorial(s) * math.factorial(d - s - 1), math.factorial(d)))
+        for s in range(d)
+    ]
+
+
+def myerson_weight(size: int, boundary: int) -> float:
+    """``(|U| - 1)! b! / (|U| + b)!``: the probability, in a random order of the
+    players, that a player of U comes after the rest of U and before all b
+    boundary nodes of U. It is the Shapley weight summed over every coalition
+    whose component containing the player is exactly U."""
+    return float(
+        Fraction(
+            math.factorial(size - 1) * math.factorial(boundary), math.factorial(size + boundary)
+        )
+    )
+
+
+def shapley_from_all_coalitions(values: Tensor) -> Tensor:
+    """Exact Shapley values from the values of all ``2^d`` coalitions.
+
+    Parameters
+    ----------
+    values:
+        ``(N, 2^d)``; column m is the value of the coalition whose members
+        are the set bits of m (the order of :func:`~.coalitions.all_coalitions`).
+
+    Returns
+    -------
+    ``(N, d)`` in the dtype of ``values``. O(d 2^d) per example.
+    """
+    batch, count = values.shape
+    d = count.bit_length() - 1
+    if count != 1 << d:
+        raise ValueError(f"values must have 2^d columns, got {count}.")
+    if d == 0:
+        return values.new_zeros(batch, 0)
+    codes = torch.arange(count, device=values.device)
+    sizes = _popcount(codes, d)
+    weights = torch.tensor(shapley_weights(d), dtype=values.dtype, device=values.device)
+    phi = values.new_empty(batch, d)
+    for i in range(d):
+        # Viewing the columns as (high bits, bit i, low bits) pairs every S
+        # without i with S + {i}.
+        paired = values.view(batch, count >> (i + 1), 2, 1 << i)
+        gains = paired[:, :, 1, :] - paired[:, :, 0, :]
+        size_without_i = sizes.view(count >> (i + 1), 2, 1 << i)[:, 0, :]
+        phi[:, i] = (gains * weights[size_without_i]).sum(dim=(1, 2))
+    return phi
+
+
+@dataclass(frozen=True)
+class SparseLinearMap:
+    """``phi[n, i] = sum_k coeffs[k] * values[n, cols[k]]`` over entries with ``rows[k] = i``.
+
+    A ``num_outputs x M`` sparse matrix stored as coordinate triplets; applying
+    it is one gather and one ``index_add_``, on any device.
+    """
+
+    rows: Tensor
+    cols: Tensor
+    coeffs: Tensor
+    num_outputs: int
+
+    def to(self, device: torch.device, dtype: torch.dtype) -> SparseLinearMap:
+        return SparseLinearMap(
+            self.rows.to(device),
+            self.cols.to(device),
+            self.coeffs.to(device=device, dtype=dtype),
+            self.num_outputs,
+        )
+
+    def apply(self, values: Tensor) -> Tensor:
+        """``(N, M)`` values -> ``(N, num_outputs)``."""
+        linear = self.to(values.device, values.dtype)
+        out = values.new_zeros(values.shape[0], self.num_outputs)
+        return out.index_add_(1, linear.rows, values[:, linear.cols] * linear.coeffs)
+
+    def dense(self) -> Tensor:
+        """The matrix itself (for tests and small inspections)."""
+        num_cols = int(self.cols.max()) + 1 if self.cols.numel() else 0
+        matrix = torch.zeros(self.num_outputs, num_cols, dtype=self.coeffs.dtype)
+        matrix.index_put_((self.rows, self.cols), self.coeffs, accumulate=True)
+        return matrix
+
+
+def _popcount(codes: Tensor, bits: int) -> Tensor:
+    counts = torch.zeros_like(codes)
+    for bit in range(bits):
+        counts += (codes >> bit) & 1
+    return counts

@@ -1,0 +1,129 @@
+"""Feature masks: which input elements form which feature, and back again.
+
+A feature mask assigns an integer id to every input element; elements with the
+same id are switched on and off together. Ids may be shared across the tensors
+of a tuple input, and the number of features is ``max id + 1`` (an id that
+occurs nowhere is a dummy feature: its attribution is zero and it changes no
+other feature's value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class FeatureMasks:
+    """Validated masks, one per input tensor.
+
+    Attributes
+    ----------
+    masks:
+        Long tensors of shape ``(1 or N, *S)`` where ``S`` broadcasts to the
+        input's non-batch shape.
+    num_features:
+        ``d``, one more than the largest id.
+    per_example:
+        Whether masks differ between examples (batch dimension N > 1).
+    """
+
+    masks: tuple[Tensor, ...]
+    num_features: int
+    per_example: bool
+
+    def features_per_example(self) -> Tensor:
+        """``(N or 1,)`` count of features of each example: its largest id + 1."""
+        largest = torch.stack(
+            [m.reshape(m.shape[0], -1).amax(dim=1) for m in self.masks], dim=0
+        ).amax(dim=0)
+        return largest + 1
+
+    def scatter(
+        self, per_feature: Tensor, inputs: tuple[Tensor, ...], dtype: torch.dtype
+    ) -> tuple[Tensor, ...]:
+        """Copy ``(N, d)`` per-feature values onto every element of each feature.
+
+        Returns tensors shaped like ``inputs`` with ``dtype``.
+        """
+        batch = per_feature.shape[0]
+        per_feature = per_feature.to(dtype)
+        out = []
+        for mask, tensor in zip(self.masks, inputs):
+            index = mask.expand(batch, *mask.shape[1:]).reshape(batch, -1)
+            values = per_feature.gather(1, index).reshape(batch, *mask.shape[1:])
+            out.append(values.expand(tensor.shape).contiguous())
+        return tuple(out)
+
+
+def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> FeatureMasks:
+    """Validate a Captum ``feature_mask`` (tensor or tuple) against ``inputs``.
+
+    ``None`` gives every element its own feature, numbered across the tuple
+    as Captum does. A mask may have fewer dimensions than its input (it is
+    then shared by the batch and broadcast from the right), or the input's
+    number of dimensions with batch size 1 or N; other sizes must equal the
+    input's or be 1.
+    """
+    batch = inputs[0].shape[0]
+    if feature_mask is None:
+        masks = []
+        offset = 0
+        for tensor in inputs:
+            count = tensor[0].numel()
+            masks.append(
+                torch.arange(offset, offset + count, device=tensor.device).reshape(
+                    1, *tensor.shape[1:]
+                )
+            )
+            offset += count
+        return FeatureMasks(tuple(masks), offset, per_example=False)
+
+    given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
+    if len(given) != len(inputs):
+        raise ValueError(
+            f"feature_mask has {len(given)} tensors but inputs has {len(inputs)}; "
+            "pass one mask per input tensor."
+        )
+    masks = []
+    for position, (mask, tensor) in enumerate(zip(given, inputs)):
+        label = f"feature_mask[{position}]" if len(inputs) > 1 else "feature_mask"
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"{label} must be an integer tensor, got {type(mask).__name__}.")
+        if mask.is_floating_point() or mask.is_complex() or mask.dtype == torch.bool:
+            raise TypeError(
+                f"{label} has dtype {mask.dtype}; feature ids must be integers (use mask.long())."
+            )
+        if mask.device != tensor.device:
+            raise ValueError(
+                f"{label} is on {mask.device} but inputs are on {tensor.device}; "
+                "move it with .to(inputs.device)."
+            )
+        if mask.dim() > tensor.dim() or mask.dim() == 0:
+            raise ValueError(
+                f"{label} has shape {tuple(mask.shape)} but inputs has shape "
+                f"{tuple(tensor.shape)}; the mask must have the input's shape, with "
+                "batch size 1 or N and size-1 dimensions where elements are grouped."
+            )
+        if mask.dim() < tensor.dim():
+            mask = mask.reshape((1,) * (tensor.dim() - mask.dim()) + tuple(mask.shape))
+        compatible = mask.shape[0] in (1, batch) and all(
+            m in (1, s) for m, s in zip(mask.shape[1:], tensor.shape[1:])
+        )
+        if not compatible:
+            raise ValueError(
+                f"{label} has shape {tuple(mask.shape)} which does not broadcast to inputs "
+                f"of shape {tuple(tensor.shape)}; use batch size 1 or {batch} and, in "
+                "every other dimension, the input's size or 1."
+            )
+        if mask.numel() and bool((mask < 0).any()):
+            raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
+        masks.append(mask.long())
+    num_features = int(max(int(m.max()) for m in masks)) + 1
+    per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
+    if per_example:
+        masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]
+    return FeatureMasks(tuple(masks), num_features, per_example)

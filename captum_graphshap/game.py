@@ -1,0 +1,487 @@
+"""The coalition engine: evaluate ``v(S)`` for many coalitions in few model calls.
+
+Every method of the package is a coalition plan, one call to this engine and
+an estimator. The engine turns boolean coalition masks over ``d`` features into
+perturbed inputs with ``torch.where`` (features in ``S`` keep the input, the
+rest take the baseline), deduplicates coalitions, packs many coalitions and
+examples into each forward call and returns one value per (example,
+coalition).
+
+Value of a coalition, for example ``n`` (DESIGN.md section 4)::
+
+    v_n(S) = g(f(x_n restricted to S, baseline elsewhere))[target_n]
+
+with ``g`` the identity (``value="output"``, Captum's default) or
+``log_softmax`` (``value="log_prob"``, the papers' score; the target then
+defaults to the class predicted on the full input). With ``references``, the
+baseline is replaced by each reference in turn and ``v`` is the mean over them
+(an empirical expectation over a background set).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ._compat import (
+    BaselineType,
+    TargetType,
+    format_additional_forward_args,
+    format_baselines,
+    format_inputs,
+    format_references,
+    format_target,
+    output_flat_index,
+)
+from .features import FeatureMasks, format_feature_mask
+
+ValueKind = Literal["output", "log_prob"]
+VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
+
+#: With ``perturbations_per_eval=None`` a forward call gets about this many
+#: input elements: large enough to amortise Python overhead, small enough that
+#: a CNN's activations stay within a few hundred MB.
+AUTO_ELEMENTS_PER_CALL = 2**21
+
+
+def accumulation_dtype(device: torch.device) -> torch.dtype:
+    """Estimators accumulate in float64 (float32 on MPS, which lacks it)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+@dataclass
+class CoalitionGame:
+    """A batch of cooperative games defined by a model and its inputs.
+
+    Build it with :func:`prepare_game`, which validates every argument.
+    ``evaluate`` serves plans shared by the batch, ``evaluate_rows`` plans
+    that differ per example.
+    """
+
+    forward_func: Callable[..., Any]
+    inputs: tuple[Tensor, ...]
+    #: one ``(B, 1 or N, *S)`` tensor per input: B = 1 for a baseline,
+    #: B = number of references for a background set
+    backgrounds: tuple[Tensor, ...]
+    features: FeatureMasks
+    additional_args: tuple[Any, ...]
+    target: Tensor | None
+    value: ValueKind
+    perturbations_per_eval: int | None
+
+    @property
+    def batch_size(self) -> int:
+        return self.inputs[0].shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.features.num_features
+
+    @property
+    def device(self) -> torch.device:
+        return self.inputs[0].device
+
+    @property
+    def num_references(self) -> int:
+        return self.backgrounds[0].shape[0]
+
+    # ------------------------------------------------------------------ public
+
+    def evaluate(
+        self,
+        coalitions: Tensor,
+        *,
+        distinct: bool = False,
+        show_progress: bool = False,
+        desc: str = "coalitions",
+    ) -> Tensor:
+        """Values of coalitions shared by the batch.
+
+        Parameters
+        ----------
+        coalitions:
+            ``(M, d)`` bool; row m is coalition S_m.
+        distinct:
+            The plan promises its rows are distinct, which skips deduplication.
+
+        Returns
+        -------
+        ``(N, M)`` tensor in :func:`accumulation_dtype`.
+        """
+        coalitions = self._check_coalitions(coalitions, ndim=2)
+        self.resolve_target()
+        if distinct:
+            unique, inverse = coalitions, None
+        else:
+            unique, inverse = unique_coalitions(coalitions)
+        units_per_call = max(1, self._rows_per_call() // self.batch_size)
+        totals = self._run(
+            unique,
+            example_index=None,
+            units_per_call=units_per_call,
+            show_progress=show_progress,
+            desc=desc,
+        )  # (U, N)
+        values = totals.T
+        return values if inverse is None else values[:, inverse]
+
+    def evaluate_rows(
+        self,
+        example_index: Tensor,
+        coalitions: Tensor,
+        *,
+        distinct: bool = False,
+        show_progress: bool = False,
+        desc: str = "coalitions",
+    ) -> Tensor:
+        """Values of (example, coalition) rows, for plans that differ per example.
+
+        Parameters
+        ----------
+        example_index:
+            ``(R,)`` long, the example of each row.
+        coalitions:
+            ``(R, d)`` bool.
+
+        Returns
+        -------
+        ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
+        evaluated once; ``distinct=True`` promises there are none.
+        """
+        coalitions = self._check_coalitions(coalitions, ndim=2)
+        self.resolve_target()
+        example_index = example_index.to(device=self.device, dtype=torch.long)
+        if example_index.shape != coalitions.shape[:1]:
+            raise ValueError("example_index must have one entry per coalition row.")
+        if distinct:
+            inverse = None
+        else:
+            keys = torch.cat([example_index[:, None], coalitions.long()], dim=1)
+            unique_keys, inverse = torch.unique(keys, dim=0, return_inverse=True)
+            example_index, coalitions = unique_keys[:, 0], unique_keys[:, 1:].bool()
+        totals = self._run(
+            coalitions,
+            example_index=example_index,
+            units_per_call=self._rows_per_call(),
+            show_progress=show_progress,
+            desc=desc,
+        )  # (U,)
+        return totals if inverse is None else totals[inverse]
+
+    def resolve_target(self) -> None:
+        """With ``value="log_prob"`` and no target, explain the predicted class.
+
+        Costs one forward pass over the unperturbed batch; called by the
+        ``evaluate`` methods, after every argument check.
+        """
+        if self.value != "log_prob" or self.target is not None:
+            return
+        with torch.no_grad():
+            output = self._call_model(self.inputs, self.additional_args)
+        if output.dim() != 2:
+            raise ValueError(
+                f'value="log_prob" needs a model output of shape (batch, classes), got '
+                f"{tuple(output.shape)}."
+            )
+        self.target = output.argmax(dim=1, keepdim=True)
+
+    def value_dtype(self) -> torch.dtype:
+        return accumulation_dtype(self.device)
+
+    def attribution_dtype(self) -> torch.dtype:
+        """Floating inputs keep their dtype; token ids get the default float."""
+        first = self.inputs[0]
+        return first.dtype if first.is_floating_point() else torch.get_default_dtype()
+
+    # ---------------------------------------------------------------- internals
+
+    def _check_coalitions(self, coalitions: Tensor, ndim: int) -> Tensor:
+        if coalitions.dim() != ndim or coalitions.shape[-1] != self.num_features:
+            raise ValueError(
+                f"coalitions must have shape (M, {self.num_features}), "
+                f"got {tuple(coalitions.shape)}."
+            )
+        return coalitions.to(device=self.device, dtype=torch.bool)
+
+    def _rows_per_call(self) -> int:
+        if self.perturbations_per_eval is not None:
+            return self.perturbations_per_eval * self.batch_size
+        elements = sum(t[0].numel() for t in self.inputs)
+        return max(1, AUTO_ELEMENTS_PER_CALL // max(1, elements))
+
+    def _run(
+        self,
+        coalitions: Tensor,
+        example_index: Tensor | None,
+        units_per_call: int,
+        show_progress: bool,
+        desc: str,
+    ) -> Tensor:
+        """Evaluate every (coalition, reference) unit; average over references.
+
+        With ``example_index`` None each unit covers the whole batch (rows
+        ordered unit-major, example-minor, as Captum's ``repeat`` expansion);
+        otherwise each unit is the single example ``example_index[u]``.
+        """
+        count = coalitions.shape[0]
+        refs = self.num_references
+        units = count * refs
+        shared = example_index is None
+        width = self.batch_size if shared else 1
+        totals = torch.zeros(
+            (count, self.batch_size) if shared else (count,),
+            dtype=self.value_dtype(),
+            device=self.device,
+        )
+        flat_target: Tensor | None = None
+        arg_cache: dict[int, tuple[Any, ...]] = {}
+        buffers = _RowBuffers(self.inputs)
+        with (
+            torch.no_grad(),
+            tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
+        ):
+            for start in range(0, units, units_per_call):
+                unit = torch.arange(start, min(start + units_per_call, units), device=self.device)
+                coalition_id = unit // refs
+                reference_id = unit % refs
+                if shared:
+                    perturbed = self._perturb_shared(
+                        coalitions[coalition_id], reference_id, buffers
+                    )
+                    rows_example = None
+                    args = arg_cache.get(unit.numel())
+                    if args is None:
+                        args = self._expand_args_repeat(unit.numel())
+                        arg_cache[unit.numel()] = args
+                else:
+                    assert example_index is not None
+                    rows_example = example_index[coalition_id]
+                    perturbed = self._perturb_rows(
+                        coalitions[coalition_id], rows_example, reference_id, buffers
+                    )
+                    args = self._expand_args_index(rows_example)
+                output = self._call_model(perturbed, args)
+                if flat_target is None and self.target is not None:
+                    flat_target = output_flat_index(self.target, output.shape[1:])
+                row_values = self._select(output, flat_target, unit.numel(), rows_example)
+                if shared:
+                    totals.index_add_(0, coalition_id, row_values.view(-1, self.batch_size))
+                else:
+                    totals.index_add_(0, coalition_id, row_values)
+                bar.update(unit.numel() * width)
+        if refs > 1:
+            totals /= refs
+        return totals
+
+    def _perturb_shared(
+        self, coalitions: Tensor, reference_id: Tensor, buffers: _RowBuffers
+    ) -> tuple[Tensor, ...]:
+        """``(P, d)`` coalitions x whole batch -> tensors of ``P * N`` rows."""
+        count = coalitions.shape[0]
+        out = []
+        for position, (tensor, mask, background) in enumerate(
+            zip(self.inputs, self.features.masks, self.backgrounds)
+        ):
+            keep = _keep(coalitions, mask.reshape(-1)).view(count, *mask.shape)
+            base = background[reference_id] if background.shape[0] > 1 else background
+            rows = buffers.take(position, count * tensor.shape[0])
+            torch.where(keep, tensor.unsqueeze(0), base, out=rows.view(count, *tensor.shape))
+            out.append(rows)
+        return tuple(out)
+
+    def _perturb_rows(
+        self, coalitions: Tensor, example: Tensor, reference_id: Tensor, buffers: _RowBuffers
+    ) -> tuple[Tensor, ...]:
+        """One row per (coalition, example) pair."""
+        out = []
+        for position, (tensor, mask, background) in enumerate(
+            zip(self.inputs, self.features.masks, self.backgrounds)
+        ):
+            if mask.shape[0] == 1:
+                keep = _keep(coalitions, mask.reshape(-1)).view(-1, *mask.shape[1:])
+            else:
+                keep = coalitions.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
+                    -1, *mask.shape[1:]
+                )
+            ref = background[reference_id]  # (R, 1 or N, *S)
+            base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
+            rows = buffers.take(position, len(example))
+            torch.where(keep, tensor[example], base, out=rows)
+            out.append(rows)
+        return tuple(out)
+
+    def _expand_args_repeat(self, repeats: int) -> tuple[Any, ...]:
+        return tuple(
+            torch.cat([arg] * repeats, dim=0) if self._is_batched(arg) else arg
+            for arg in self.additional_args
+        )
+
+    def _expand_args_index(self, example: Tensor) -> tuple[Any, ...]:
+        return tuple(arg[example] if self._is_batched(arg) else arg for arg in self.additional_args)
+
+    def _is_batched(self, arg: Any) -> bool:
+        # Captum repeats every non-scalar tensor; we also leave alone tensors
+        # whose first dimension is not the batch (shared weights, lookup tables).
+        return isinstance(arg, Tensor) and arg.dim() > 0 and arg.shape[0] == self.batch_size
+
+    def _call_model(self, perturbed: tuple[Tensor, ...], args: tuple[Any, ...]) -> Tensor:
+        output = self.forward_func(*perturbed, *args)
+        rows = perturbed[0].shape[0]
+        if not isinstance(output, Tensor):
+            raise TypeError(
+                f"forward_func returned {type(output).__name__}; it must return a tensor "
+                "with one output per example (first dimension = batch)."
+            )
+        if output.dim() == 0 or output.shape[0] != rows:
+            raise ValueError(
+                f"forward_func returned shape {tuple(output.shape)} for a batch of {rows} "
+                "rows; it must return one output per row along the first dimension."
+            )
+        return output
+
+    def _select(
+        self, output: Tensor, flat_target: Tensor | None, units: int, rows_example: Tensor | None
+    ) -> Tensor:
+        rows = output.shape[0]
+        flat = output.reshape(rows, -1)
+        if self.value == "log_prob":
+            if output.dim() != 2:
+                raise ValueError(
+                    f'value="log_prob" needs a model output of shape (batch, classes), got '
+                    f"{tuple(output.shape)}."
+                )
+            flat = torch.log_softmax(flat.to(self.value_dtype()), dim=1)
+        if flat_target is None:
+            if flat.shape[1] != 1:
+                raise ValueError(
+                    f"the model output per example has shape {tuple(output.shape[1:])}; "
+                    "pass target= to choose one output (e.g. the class index)."
+                )
+            return flat[:, 0].to(self.value_dtype())
+        if rows_example is None:
+            index = flat_target.repeat(units)
+        else:
+            index = flat_target[rows_example]
+        return flat.gather(1, index[:, None])[:, 0].to(self.value_dtype())
+
+
+def _keep(coalitions: Tensor, flat_mask: Tensor) -> Tensor:
+    """``keep[p, e] = coalitions[p, flat_mask[e]]``, contiguous.
+
+    Gathering whole rows of the transposed ``(d, P)`` matrix is tens of times
+    faster than indexing columns of the ``(P, d)`` one, which dominated the
+    perturbation cost.
+    """
+    return coalitions.T[flat_mask].T.contiguous()
+
+
+class _RowBuffers:
+    """One reusable input buffer per input tensor.
+
+    A fresh multi-megabyte tensor per model call costs page faults comparable
+    to a small model's forward pass; writing every chunk into the same
+    buffer (``torch.where(..., out=)``) keeps it warm. Each chunk's output is
+    reduced to values before the next chunk overwrites the buffer.
+    """
+
+    def __init__(self, inputs: tuple[Tensor, ...]) -> None:
+        self.inputs = inputs
+        self.buffers: list[Tensor | None] = [None] * len(inputs)
+
+    def take(self, position: int, rows: int) -> Tensor:
+        buffer = self.buffers[position]
+        if buffer is None or buffer.shape[0] < rows:
+            template = self.inputs[position]
+            buffer = template.new_empty((rows, *template.shape[1:]))
+            self.buffers[position] = buffer
+        return buffer[:rows]
+
+
+def prepare_game(
+    forward_func: Callable[..., Any],
+    inputs: Any,
+    baselines: BaselineType = None,
+    target: TargetType = None,
+    additional_forward_args: Any = None,
+    feature_mask: Any = None,
+    perturbations_per_eval: int | None = None,
+    *,
+    references: Any = None,
+    value: str = "output",
+) -> tuple[CoalitionGame, bool]:
+    """Validate Captum-style arguments and build a :class:`CoalitionGame`.
+
+    Returns the game and whether ``inputs`` was a tuple. Every check here runs
+    before any model call; this function calls no model.
+    """
+    if not callable(forward_func):
+        raise TypeError(f"forward_func must be callable, got {type(forward_func).__name__}.")
+    tensors, is_tuple = format_inputs(inputs)
+    if value not in VALUE_KINDS:
+        raise ValueError(f"value must be one of {VALUE_KINDS}, got {value!r}.")
+    if perturbations_per_eval is not None:
+        if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int):
+            raise TypeError(
+                f"perturbations_per_eval must be a positive int or None, got "
+                f"{type(perturbations_per_eval).__name__}."
+            )
+        if perturbations_per_eval < 1:
+            raise ValueError(f"perturbations_per_eval must be >= 1, got {perturbations_per_eval}.")
+    if references is not None:
+        if baselines is not None:
+            raise ValueError(
+                "pass either baselines (one reference point) or references (a background "
+                "set to average over), not both."
+            )
+        backgrounds = tuple(r.unsqueeze(1) for r in format_references(references, tensors))
+    else:
+        backgrounds = tuple(b.unsqueeze(0) for b in format_baselines(baselines, tensors))
+    features = format_feature_mask(feature_mask, tensors)
+    device = tensors[0].device
+    flat_target = format_target(target, tensors[0].shape[0], device)
+    args = format_additional_forward_args(additional_forward_args)
+    game = CoalitionGame(
+        forward_func=forward_func,
+        inputs=tensors,
+        backgrounds=backgrounds,
+        features=features,
+        additional_args=args,
+        target=flat_target,
+        value=value,  # type: ignore[arg-type]
+        perturbations_per_eval=perturbations_per_eval,
+    )
+    return game, is_tuple
+
+
+def unique_coalitions(coalitions: Tensor) -> tuple[Tensor, Tensor]:
+    """Distinct rows of a ``(M, d)`` bool matrix and the inverse index.
+
+    Up to 62 features the rows are packed into int64 codes, which makes the
+    deduplication a 1-D sort instead of a lexicographic one.
+    """
+    d = coalitions.shape[1]
+    if d <= 62:
+        weights = torch.ones(d, dtype=torch.long, device=coalitions.device) << torch.arange(
+            d, device=coalitions.device
+        )
+        codes = (coalitions.long() * weights).sum(dim=1)
+        unique_codes, inverse = torch.unique(codes, return_inverse=True)
+        unique = (unique_codes[:, None] & weights) != 0
+        return unique, inverse
+    unique, inverse = torch.unique(coalitions, dim=0, return_inverse=True)
+    return unique, inverse
+
+
+def check_plan_size(count: int, limit: int, method: str, advice: str) -> None:
+    """Refuse a plan above ``limit`` coalitions, giving the count."""
+    if count > limit:
+        raise ValueError(
+            f"{method} would evaluate {count:,} coalitions per example, above the limit of "
+            f"{limit:,} (2^{int(math.log2(limit))}); {advice}"
+        )

@@ -1,0 +1,323 @@
+"""Ready-made feature graphs and the default graph of an input.
+
+Lines for sequences, 4-neighbour grids for images (per pixel or per patch),
+region adjacency graphs for superpixels, and the adjacency of the regions of
+any feature mask (words over sub-word tokens, patches over pixels).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+
+from .feature_graph import FeatureGraph, _as_numpy, _check_count
+
+__all__ = [
+    "GridGraph",
+    "LineGraph",
+    "SuperpixelGraph",
+    "default_feature_mask",
+    "graph_from_feature_mask",
+    "infer_graph",
+]
+
+
+class LineGraph(FeatureGraph):
+    """The path ``0 - 1 - ... - (n-1)``: features of a sequence.
+
+    Parameters
+    ----------
+    n:
+        Number of nodes, an int ``>= 1``.
+    """
+
+    def __init__(self, n: int) -> None:
+        n = _check_count(n, "n", minimum=1)
+        ids = np.arange(n - 1, dtype=np.int64)
+        self._setup(n, np.stack([ids, ids + 1], axis=1), canonical=True)
+
+    def __repr__(self) -> str:
+        return f"LineGraph({self.num_nodes})"
+
+
+class GridGraph(FeatureGraph):
+    """A ``height x width`` grid with 4-neighbour edges; node ``row * width + col``.
+
+    Parameters
+    ----------
+    height, width:
+        Grid size, ints ``>= 1``.
+    """
+
+    def __init__(self, height: int, width: int) -> None:
+        self.height = _check_count(height, "height", minimum=1)
+        self.width = _check_count(width, "width", minimum=1)
+        ids = np.arange(self.height * self.width, dtype=np.int64).reshape(self.height, self.width)
+        across = np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1)
+        down = np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1)
+        self._setup(self.height * self.width, np.concatenate([across, down]))
+
+    def feature_mask(self) -> Tensor:
+        """Long ``(height, width)`` tensor of the node ids (``arange`` reshaped)."""
+        return torch.arange(self.height * self.width).reshape(self.height, self.width)
+
+    @classmethod
+    def patches(
+        cls, height: int, width: int, patch_size: int | tuple[int, int]
+    ) -> tuple[GridGraph, Tensor]:
+        """Grid of the ``patch_size`` patches of a ``height x width`` image.
+
+        Parameters
+        ----------
+        height, width:
+            Image size in pixels.
+        patch_size:
+            Patch side, an int or ``(patch_height, patch_width)``. Patches in
+            the last row/column are smaller when it does not divide the image.
+
+        Returns
+        -------
+        ``(graph, feature_mask)``: the ``GridGraph`` of the patches and a long
+        ``(height, width)`` tensor holding each pixel's patch id.
+        """
+        height = _check_count(height, "height", minimum=1)
+        width = _check_count(width, "width", minimum=1)
+        if isinstance(patch_size, (tuple, list)):
+            if len(patch_size) != 2:
+                raise ValueError(
+                    f"patch_size must be an int or a pair (patch_height, patch_width), got "
+                    f"{tuple(patch_size)}."
+                )
+            ph = _check_count(patch_size[0], "patch_size", minimum=1)
+            pw = _check_count(patch_size[1], "patch_size", minimum=1)
+        else:
+            ph = pw = _check_count(patch_size, "patch_size", minimum=1)
+        graph = cls(math.ceil(height / ph), math.ceil(width / pw))
+        rows = torch.arange(height) // ph
+        cols = torch.arange(width) // pw
+        return graph, rows[:, None] * graph.width + cols[None, :]
+
+    def __repr__(self) -> str:
+        return f"GridGraph(height={self.height}, width={self.width})"
+
+
+class SuperpixelGraph(FeatureGraph):
+    """Region adjacency graph of a segmentation: one node per superpixel.
+
+    Build it with :meth:`from_segments` (any label map) or :meth:`slic`.
+    Two superpixels are adjacent when two 4-neighbour pixels carry their
+    labels.
+
+    Attributes
+    ----------
+    feature_mask:
+        Long ``(H, W)`` tensor, the label map relabelled to ``0..n-1`` in the
+        sorted order of the original labels: pass it as ``feature_mask``.
+    """
+
+    feature_mask: Tensor
+
+    def __init__(self, labels: Tensor | np.ndarray | Sequence[Sequence[int]]) -> None:
+        array = _as_numpy(labels, "labels")
+        if array.ndim != 2:
+            raise ValueError(
+                f"labels must be a 2-D (H, W) label map, got shape {tuple(array.shape)}; "
+                "drop the batch/channel dimensions."
+            )
+        if array.size == 0:
+            raise ValueError(
+                f"labels must have at least one pixel, got shape {tuple(array.shape)}."
+            )
+        if array.dtype.kind not in "iu":
+            raise TypeError(
+                f"labels must hold integer segment ids, got dtype {array.dtype}; e.g. use "
+                "labels.astype(int) for an integer-valued float array."
+            )
+        values, inverse = np.unique(array, return_inverse=True)
+        relabelled = inverse.reshape(array.shape).astype(np.int64)
+        self.feature_mask = torch.from_numpy(relabelled)
+        self._setup(len(values), _region_edges(relabelled))
+
+    @classmethod
+    def from_segments(
+        cls, labels: Tensor | np.ndarray | Sequence[Sequence[int]]
+    ) -> SuperpixelGraph:
+        """Region adjacency graph of an integer ``(H, W)`` label map.
+
+        Parameters
+        ----------
+        labels:
+            Segment ids per pixel (e.g. from ``skimage.segmentation.slic``),
+            any integers; they are relabelled to ``0..n-1`` in sorted order.
+        """
+        return cls(labels)
+
+    @classmethod
+    def slic(
+        cls,
+        image: Tensor | np.ndarray,
+        n_segments: int = 100,
+        compactness: float = 10.0,
+        start_label: int = 0,
+        **slic_kwargs: Any,
+    ) -> SuperpixelGraph:
+        """Superpixels of ``image`` with scikit-image's SLIC, as a graph.
+
+        Parameters
+        ----------
+        image:
+            numpy ``(H, W, C)`` or ``(H, W)``, or torch ``(C, H, W)`` (C in
+            1, 3, 4) or ``(H, W)``.
+        n_segments, compactness, start_label, **slic_kwargs:
+            Passed to ``skimage.segmentation.slic``.
+        """
+        try:
+            from skimage.segmentation import slic
+        except ImportError:
+            raise ImportError(
+                'SuperpixelGraph.slic needs scikit-image: pip install "captum-graphshap[image]"'
+            ) from None
+        if isinstance(image, Tensor):
+            array = image.detach().cpu().float().numpy()
+            if array.ndim == 3 and array.shape[0] in (1, 3, 4):
+                array = np.moveaxis(array, 0, -1)
+        else:
+            array = np.asarray(image)
+        if array.ndim not in (2, 3):
+            raise ValueError(
+                f"image must be (H, W) or (H, W, C) (numpy) / (C, H, W) (torch), got shape "
+                f"{tuple(array.shape)}."
+            )
+        labels = slic(
+            array,
+            n_segments=n_segments,
+            compactness=compactness,
+            start_label=start_label,
+            channel_axis=-1 if array.ndim == 3 else None,
+            **slic_kwargs,
+        )
+        return cls(labels)
+
+    def __repr__(self) -> str:
+        height, width = self.feature_mask.shape
+        return (
+            f"SuperpixelGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"image={height}x{width})"
+        )
+
+
+def _region_edges(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``(E, 2)`` id pairs that touch along any axis of ``ids`` (may repeat)."""
+    pairs = []
+    for axis in range(ids.ndim):
+        first = np.delete(ids, -1, axis=axis).ravel()
+        second = np.delete(ids, 0, axis=axis).ravel()
+        differ = first != second
+        pairs.append(np.stack([first[differ], second[differ]], axis=1))
+    return np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+
+
+def graph_from_feature_mask(mask: Tensor | np.ndarray) -> FeatureGraph:
+    """Adjacency of the regions of a feature mask.
+
+    Two features are adjacent when elements adjacent along any axis carry
+    their ids: a word mask over sub-word tokens gives a line of words, a
+    patch mask a patch grid. Nodes are ``0..max id``; ids that occur nowhere
+    are isolated nodes.
+
+    Parameters
+    ----------
+    mask:
+        Integer ids of shape ``(L,)`` or ``(H, W)``, optionally with leading
+        singleton dimensions (``(1, L)``, ``(1, 1, H, W)``).
+    """
+    array = _as_numpy(mask, "mask")
+    while array.ndim > 2 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim not in (1, 2):
+        raise ValueError(
+            f"mask must have shape (L,) or (H, W), with optional leading singleton "
+            f"dimensions, got shape {tuple(np.shape(mask))}."
+        )
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"mask must hold integer feature ids, got dtype {array.dtype}.")
+    if array.size == 0:
+        raise ValueError(f"mask must not be empty, got shape {tuple(np.shape(mask))}.")
+    ids = array.astype(np.int64)
+    if ids.min() < 0:
+        raise ValueError(f"mask ids must be >= 0, got {int(ids.min())}.")
+    return FeatureGraph._from_edge_array(int(ids.max()) + 1, _region_edges(ids))
+
+
+def _input_rank(input_shape: Sequence[int]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) not in (2, 3, 4):
+        raise ValueError(
+            f"cannot infer a graph for inputs of shape {shape}; pass graph= (e.g. "
+            "FeatureGraph.from_adjacency(...)) with a matching feature_mask. Only (N, L), "
+            "(N, H, W) and (N, C, H, W) inputs have a default graph."
+        )
+    return shape
+
+
+def default_feature_mask(input_shape: Sequence[int]) -> Tensor:
+    """The feature mask matching :func:`infer_graph`'s default graph.
+
+    One feature per position for ``(N, L)`` (mask ``(1, L)``), one per pixel
+    for ``(N, H, W)`` (mask ``(1, H, W)``) and ``(N, C, H, W)`` (mask
+    ``(1, 1, H, W)``: channels grouped). Ids are ``row * W + col``.
+    """
+    shape = _input_rank(input_shape)
+    if len(shape) == 2:
+        return torch.arange(shape[1]).reshape(1, shape[1])
+    height, width = shape[-2:]
+    ids = torch.arange(height * width).reshape(1, height, width)
+    return ids[:, None] if len(shape) == 4 else ids
+
+
+def infer_graph(input_shape: Sequence[int], feature_mask: Tensor | None = None) -> FeatureGraph:
+    """Default graph of an input: a line for sequences, a pixel grid for images.
+
+    Parameters
+    ----------
+    input_shape:
+        ``(N, L)`` gives ``LineGraph(L)``; ``(N, H, W)`` and ``(N, C, H, W)``
+        give ``GridGraph(H, W)`` (channels grouped).
+    feature_mask:
+        Optional mask broadcastable to ``(1, *input_shape[1:])``, shared by
+        the batch. The graph is then the adjacency of its regions
+        (:func:`graph_from_feature_mask`) over the last dimension for
+        sequences and the last two for images; for ``(N, C, H, W)`` the mask
+        must be the same for every channel.
+    """
+    shape = _input_rank(input_shape)
+    if feature_mask is None:
+        return LineGraph(shape[1]) if len(shape) == 2 else GridGraph(*shape[-2:])
+    mask = feature_mask if isinstance(feature_mask, Tensor) else torch.as_tensor(feature_mask)
+    given = tuple(mask.shape)
+    if mask.dim() > len(shape) or (mask.dim() == len(shape) and mask.shape[0] != 1):
+        raise ValueError(
+            f"feature_mask of shape {given} is not one mask shared by inputs of "
+            f"shape {shape}; a graph per example needs graph= as a list of graphs."
+        )
+    mask = mask.reshape((1,) * (len(shape) - mask.dim()) + tuple(mask.shape))
+    try:
+        mask = mask.expand(1, *shape[1:])
+    except RuntimeError:
+        raise ValueError(
+            f"feature_mask of shape {given} does not broadcast to the inputs' shape {shape}."
+        ) from None
+    if len(shape) == 4:
+        if not bool((mask == mask[:, :1]).all()):
+            raise ValueError(
+                "feature_mask differs between channels, so no pixel/region graph can be "
+                "inferred; pass graph= explicitly."
+            )
+        mask = mask[:, 0]
+    return graph_from_feature_mask(mask[0])
