@@ -26,7 +26,8 @@ def all_coalitions(
 ) -> Tensor:
     """All ``2^d`` coalitions; row m holds the bits of m (feature i = bit i).
 
-    Refuses ``d`` above 20 (``MAX_COALITIONS``) with the count, naming ``method``.
+    Refuses ``d`` above 20 (``MAX_COALITIONS``) with the count, naming
+    ``method``. Cached per ``(d, device)``: treat the result as read-only.
     """
     check_plan_size(
         2**d,
@@ -35,6 +36,11 @@ def all_coalitions(
         f"there are d = {d} features. Group them with feature_mask to at most "
         f"{MAX_COALITIONS.bit_length() - 1} features, or use a sampling or graph method.",
     )
+    return _all_coalitions_cached(d, torch.device(device))
+
+
+@functools.lru_cache(maxsize=8)
+def _all_coalitions_cached(d: int, device: torch.device) -> Tensor:
     codes = torch.arange(2**d, device=device)
     bits = torch.arange(d, device=device)
     return ((codes[:, None] >> bits) & 1).bool()

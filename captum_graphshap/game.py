@@ -74,6 +74,9 @@ class CoalitionGame:
     target: Tensor | None
     value: ValueKind
     perturbations_per_eval: int | None
+    #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
+    #: instead of ``where``
+    blend: tuple[bool, ...] = ()
 
     @property
     def batch_size(self) -> int:
@@ -251,9 +254,13 @@ class CoalitionGame:
                 coalition_id = unit // refs
                 reference_id = unit % refs
                 if shared:
-                    perturbed = self._perturb_shared(
-                        coalitions[coalition_id], reference_id, buffers
+                    # Without references the units are a contiguous slice: a view, no gather.
+                    block = (
+                        coalitions[start : start + unit.numel()]
+                        if refs == 1
+                        else coalitions[coalition_id]
                     )
+                    perturbed = self._perturb_shared(block, reference_id, buffers)
                     rows_example = None
                     args = arg_cache.get(unit.numel())
                     if args is None:
@@ -291,7 +298,13 @@ class CoalitionGame:
             keep = _keep(coalitions, mask.reshape(-1)).view(count, *mask.shape)
             base = background[reference_id] if background.shape[0] > 1 else background
             rows = buffers.take(position, count * tensor.shape[0])
-            torch.where(keep, tensor.unsqueeze(0), base, out=rows.view(count, *tensor.shape))
+            _fill(
+                rows.view(count, *tensor.shape),
+                keep,
+                tensor.unsqueeze(0),
+                base,
+                self.blend[position],
+            )
             out.append(rows)
         return tuple(out)
 
@@ -312,7 +325,7 @@ class CoalitionGame:
             ref = background[reference_id]  # (R, 1 or N, *S)
             base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
             rows = buffers.take(position, len(example))
-            torch.where(keep, tensor[example], base, out=rows)
+            _fill(rows, keep, tensor[example], base, self.blend[position])
             out.append(rows)
         return tuple(out)
 
@@ -372,13 +385,29 @@ class CoalitionGame:
 
 
 def _keep(coalitions: Tensor, flat_mask: Tensor) -> Tensor:
-    """``keep[p, e] = coalitions[p, flat_mask[e]]``, contiguous.
+    """``keep[p, e] = coalitions[p, flat_mask[e]]``.
 
-    Gathering whole rows of the transposed ``(d, P)`` matrix is tens of times
-    faster than indexing columns of the ``(P, d)`` one, which dominated the
-    perturbation cost.
+    ``gather`` with an expanded index is several times faster than advanced
+    indexing ``coalitions[:, flat_mask]``, which dominated the perturbation
+    cost of image inputs.
     """
-    return coalitions.T[flat_mask].T.contiguous()
+    return coalitions.gather(1, flat_mask.expand(coalitions.shape[0], -1))
+
+
+def _fill(out: Tensor, keep: Tensor, present: Tensor, absent: Tensor, blend: bool) -> None:
+    """``out = where(keep, present, absent)``, broadcasting.
+
+    For floating inputs ``lerp(absent, present, keep)`` gives the same bits
+    (ATen evaluates weight 1 as ``end - diff * 0`` and weight 0 as
+    ``start + 0 * diff``, exact whenever ``diff`` is finite, which
+    :func:`prepare_game` checks) and runs about twice as fast as ``where``
+    with a broadcast condition on CPU: on a small CNN the difference is
+    a tenth of the whole attribution time.
+    """
+    if blend:
+        torch.lerp(absent, present, keep.to(out.dtype), out=out)
+    else:
+        torch.where(keep, present, absent, out=out)
 
 
 class _RowBuffers:
@@ -455,8 +484,18 @@ def prepare_game(
         target=flat_target,
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
+        blend=tuple(_can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
     )
     return game, is_tuple
+
+
+def _can_blend(tensor: Tensor, background: Tensor) -> bool:
+    """Whether ``lerp`` reproduces ``where`` exactly: floating values whose
+    differences cannot overflow (``max|x| + max|b|`` below the dtype's max)."""
+    if not tensor.is_floating_point():
+        return False
+    largest = float(tensor.abs().max()) + float(background.abs().max())
+    return largest < torch.finfo(tensor.dtype).max
 
 
 def unique_coalitions(coalitions: Tensor) -> tuple[Tensor, Tensor]:

@@ -210,3 +210,26 @@ def test_unique_coalitions_wide_and_narrow():
         unique, inverse = unique_coalitions(c)
         assert unique.shape[0] == len({tuple(row.tolist()) for row in c})
         assert torch.equal(unique[inverse], c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+def test_perturbed_rows_are_bit_exact(dtype):
+    """Rows hold exactly the input or the baseline value, whatever the build path."""
+    seen = []
+
+    def model(x):
+        seen.append(x.clone())
+        return x.flatten(1).double().sum(dim=1)
+
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.randn(2, 3, 4, 4, generator=generator) * 1e3).to(dtype)
+    baseline = (torch.randn(2, 3, 4, 4, generator=generator) * 1e-3).to(dtype)
+    mask = torch.arange(16).reshape(1, 1, 4, 4) % 5
+    coalitions = unique_coalitions(random_coalitions(9, 5))[0]
+    game, _ = prepare_game(model, x, baseline, feature_mask=mask, perturbations_per_eval=4)
+    game.evaluate(coalitions, distinct=True)
+    rows = torch.cat(seen).view(-1, 2, 3, 4, 4)
+    keep = coalitions[:, mask.reshape(-1)].view(-1, 1, 1, 4, 4)
+    expected = torch.where(keep, x.unsqueeze(0), baseline.unsqueeze(0))
+    assert rows.dtype == dtype
+    assert torch.equal(rows, expected)

@@ -267,3 +267,15 @@ def test_estimator_matches_brute_force(table):
     game = TableGame(table)
     want = brute_shapley(lambda s: game.value(s), d)
     torch.testing.assert_close(phi, torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("dense_limit", [0, 16], ids=["hypercube-pairing", "cached-matrix"])
+def test_both_estimator_paths_match_brute_force(dense_limit, monkeypatch):
+    import captum_graphshap.estimators as estimators
+
+    monkeypatch.setattr(estimators, "DENSE_SHAPLEY_MAX_D", dense_limit)
+    table = torch.randn(2**7, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    game = TableGame(table)
+    phi = estimators.shapley_from_all_coalitions(torch.stack([table, 2 * table]))
+    want = torch.tensor(brute_shapley(game.value, 7), dtype=torch.float64)
+    torch.testing.assert_close(phi, torch.stack([want, 2 * want]), rtol=0, atol=1e-12)
