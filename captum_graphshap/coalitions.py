@@ -16,6 +16,7 @@ from torch import Tensor
 from .estimators import SparseLinearMap, myerson_weight
 from .game import check_plan_size
 from .graphs import FeatureGraph
+from .graphs.feature_graph import _bits
 
 #: Largest plan a call may build, per example (DESIGN.md section 2).
 MAX_COALITIONS = 2**20
@@ -110,12 +111,3 @@ def _myerson_plan_cached(graph: FeatureGraph, limit: int) -> tuple[Tensor, Spars
 def _bitmasks(rows: Tensor) -> list[int]:
     packed = np.packbits(rows.cpu().numpy().astype(np.uint8), axis=1, bitorder="little")
     return [int.from_bytes(row.tobytes(), "little") for row in packed]
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out

@@ -12,6 +12,7 @@ from torch import nn
 from captum_graphshap import ExactShapley
 from captum_graphshap.estimators import shapley_from_all_coalitions
 
+from .optional_deps import optional
 from .reference import TableGame, brute_shapley, mlp, model_game
 
 
@@ -123,7 +124,7 @@ def test_matches_captum_with_per_example_feature_mask():
 
 
 def test_matches_captum_on_torchvision_resnet_patches():
-    torchvision = pytest.importorskip("torchvision")
+    torchvision = optional("torchvision")
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None, num_classes=5).eval()
     image = torch.rand(1, 3, 32, 32)

@@ -24,6 +24,8 @@ from captum_graphshap.graphs import (
 )
 from captum_graphshap.graphs import feature_graph as feature_graph_module
 
+from .optional_deps import optional
+
 
 def _disconnected() -> FeatureGraph:
     # A path, a triangle and an isolated node.
@@ -301,8 +303,8 @@ def test_superpixel_graph_from_a_label_map() -> None:
 
 
 def test_slic_on_astronaut() -> None:
-    data = pytest.importorskip("skimage.data")
-    transform = pytest.importorskip("skimage.transform")
+    data = optional("skimage.data")
+    transform = optional("skimage.transform")
     image = transform.resize(data.astronaut(), (64, 64), anti_aliasing=True)
     graph = SuperpixelGraph.slic(image, n_segments=30)
     assert graph.feature_mask.shape == (64, 64)

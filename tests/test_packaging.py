@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import tomllib
+
+from .optional_deps import optional
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,6 +32,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_pyproject_declares_the_promised_dependencies():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+; the package supports 3.10
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert meta["name"] == "captum-graphshap"
     names = {re.split(r"[<>=!~ ]", dep)[0] for dep in meta["dependencies"]}
@@ -52,11 +53,8 @@ def test_library_does_not_import_captum_private_helpers():
     assert offenders == []
 
 
-@pytest.mark.skipif(
-    shutil.which("ruff") is None and not (Path(sys.prefix) / "bin/ruff").exists(),
-    reason="ruff comes with the dev extra",
-)
 def test_ruff_is_clean():
+    optional("ruff")
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "captum_graphshap", "tests", "benchmarks"],
         cwd=ROOT,
@@ -67,7 +65,7 @@ def test_ruff_is_clean():
 
 
 def test_mypy_is_clean():
-    pytest.importorskip("mypy")
+    optional("mypy")
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "captum_graphshap"], cwd=ROOT, capture_output=True, text=True
     )
