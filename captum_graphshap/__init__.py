@@ -1,12 +1,14 @@
 """Shapley-value attribution methods for structured data, as a Captum plugin."""
 
-from .attr import ExactShapley, MyersonValue
+from .attr import CShapley, ExactShapley, LShapley, MyersonValue
 from .graphs import FeatureGraph, GridGraph, LineGraph, SuperpixelGraph
 
 __all__ = [
+    "CShapley",
     "ExactShapley",
     "FeatureGraph",
     "GridGraph",
+    "LShapley",
     "LineGraph",
     "MyersonValue",
     "SuperpixelGraph",

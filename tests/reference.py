@@ -129,3 +129,52 @@ def mlp(in_features: int, out_features: int = 3, seed: int = 0, dtype=torch.floa
         dtype
     )
     return model.eval()
+
+
+def _ball(graph: nx.Graph, i: int, k: int) -> set[int]:
+    return set(nx.single_source_shortest_path_length(graph, i, cutoff=k))
+
+
+def brute_l_shapley(v: Game, graph: nx.Graph, k: int, context: str = "baseline") -> list[float]:
+    """Chen et al. Eq. (5), literally."""
+    d = graph.number_of_nodes()
+    phi = []
+    for i in range(d):
+        ball = _ball(graph, i, k)
+        outside = frozenset(set(range(d)) - ball) if context == "input" else frozenset()
+        m = len(ball)
+        others = sorted(ball - {i})
+        total = 0.0
+        for size in range(m):
+            for subset in itertools.combinations(others, size):
+                t = frozenset(subset) | {i}
+                total += (v(t | outside) - v((t - {i}) | outside)) / math.comb(m - 1, len(t) - 1)
+        phi.append(total / m)
+    return phi
+
+
+def brute_c_shapley(
+    v: Game, graph: nx.Graph, k: int, context: str = "baseline", weights: str = "myerson"
+) -> list[float]:
+    """Chen et al. Eq. (6) over connected sets found by brute force."""
+    d = graph.number_of_nodes()
+    phi = []
+    for i in range(d):
+        ball = _ball(graph, i, k)
+        outside = frozenset(set(range(d)) - ball) if context == "input" else frozenset()
+        others = sorted(ball - {i})
+        total = 0.0
+        for size in range(len(others) + 1):
+            for subset in itertools.combinations(others, size):
+                u = frozenset(subset) | {i}
+                if not nx.is_connected(graph.subgraph(u)):
+                    continue
+                n_u = len(u)
+                if weights == "myerson":
+                    b = len(nx.node_boundary(graph, u))
+                    w = math.factorial(n_u - 1) * math.factorial(b) / math.factorial(n_u + b)
+                else:
+                    w = 2 / ((n_u + 2) * (n_u + 1) * n_u)
+                total += w * (v(u | outside) - v((u - {i}) | outside))
+        phi.append(total)
+    return phi

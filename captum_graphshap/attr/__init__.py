@@ -1,6 +1,8 @@
 """Captum ``Attribution`` subclasses: thin adapters over plans and estimators."""
 
+from .c_shapley import CShapley
 from .exact import ExactShapley
+from .l_shapley import LShapley
 from .myerson import MyersonValue
 
-__all__ = ["ExactShapley", "MyersonValue"]
+__all__ = ["CShapley", "ExactShapley", "LShapley", "MyersonValue"]

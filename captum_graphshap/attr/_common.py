@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import Tensor
 
+from ..estimators import SparseLinearMap
 from ..game import CoalitionGame
 from ..graphs import FeatureGraph, default_feature_mask, infer_graph
 
@@ -83,7 +86,64 @@ def _inferred_graph(game: CoalitionGame) -> FeatureGraph:
             "pass graph= as a list with one FeatureGraph per example (e.g. "
             "SuperpixelGraph.from_segments of each label map)."
         )
-    return infer_graph(tuple(first.shape), mask)
+    shape = tuple(first.shape)
+    default = default_feature_mask(shape).to(mask.device)
+    if mask.shape == default.shape and bool((mask == default).all()):
+        # The plain position/pixel mask: keep the LineGraph/GridGraph type, which
+        # methods use (regression C-Shapley fits squares on grids).
+        return infer_graph(shape)
+    return infer_graph(shape, mask)
+
+
+Plan = Callable[[FeatureGraph], tuple[Tensor, SparseLinearMap]]
+
+
+def explain_on_graphs(
+    game: CoalitionGame,
+    graphs: FeatureGraph | list[FeatureGraph],
+    plan: Plan,
+    show_progress: bool,
+    desc: str,
+) -> Tensor:
+    """Per-feature ``(N, d)`` attributions of a graph plan and its linear estimator.
+
+    One graph: one plan shared by the batch. One graph per example
+    (superpixels): every plan is built first (so a refusal comes before any
+    model call), then all examples' rows go through the engine together.
+    """
+    if isinstance(graphs, FeatureGraph):
+        coalitions, linear = plan(graphs)
+        values = game.evaluate(coalitions, distinct=True, show_progress=show_progress, desc=desc)
+        return linear.apply(values)
+    d = game.num_features
+    plans = [plan(g) for g in graphs]
+    blocks = []
+    for coalitions, _ in plans:
+        padded = torch.zeros(coalitions.shape[0], d, dtype=torch.bool)
+        padded[:, : coalitions.shape[1]] = coalitions
+        blocks.append(padded)
+    sizes = [block.shape[0] for block in blocks]
+    example_index = torch.repeat_interleave(torch.arange(len(blocks)), torch.tensor(sizes))
+    values = game.evaluate_rows(
+        example_index.to(game.device),
+        torch.cat(blocks).to(game.device),
+        distinct=True,
+        show_progress=show_progress,
+        desc=desc,
+    )
+    per_feature = values.new_zeros(game.batch_size, d)
+    for example, (chunk, (_, linear)) in enumerate(zip(values.split(sizes), plans)):
+        per_feature[example, : linear.num_outputs] = linear.apply(chunk[None])[0]
+    return per_feature
+
+
+def check_order(k: Any) -> int:
+    """The neighbourhood order ``k``: an int >= 0."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int (the neighbourhood radius), got {type(k).__name__}.")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}.")
+    return k
 
 
 def pack_attributions(

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
 from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..coalitions import myerson_plan
-from ..game import CoalitionGame, prepare_game
+from ..game import prepare_game
 from ..graphs import FeatureGraph
-from ._common import default_graph_mask, pack_attributions, resolve_graphs
+from ._common import default_graph_mask, explain_on_graphs, pack_attributions, resolve_graphs
 
 
 class MyersonValue(PerturbationAttribution):
@@ -80,38 +79,5 @@ class MyersonValue(PerturbationAttribution):
             value=value,
         )
         graphs = resolve_graphs(graph, game)
-        if isinstance(graphs, FeatureGraph):
-            coalitions, linear = myerson_plan(graphs)
-            values = game.evaluate(
-                coalitions, distinct=True, show_progress=show_progress, desc="MyersonValue"
-            )
-            per_feature = linear.apply(values)
-        else:
-            per_feature = _per_example_myerson(game, graphs, show_progress)
+        per_feature = explain_on_graphs(game, graphs, myerson_plan, show_progress, "MyersonValue")
         return pack_attributions(game, per_feature, is_tuple)
-
-
-def _per_example_myerson(
-    game: CoalitionGame, graphs: list[FeatureGraph], show_progress: bool
-) -> Tensor:
-    """Each example has its own graph (superpixels): one ragged batch of rows."""
-    d = game.num_features
-    plans = [myerson_plan(g) for g in graphs]  # all refusals before any model call
-    blocks = []
-    for coalitions, _ in plans:
-        padded = torch.zeros(coalitions.shape[0], d, dtype=torch.bool)
-        padded[:, : coalitions.shape[1]] = coalitions
-        blocks.append(padded)
-    sizes = [block.shape[0] for block in blocks]
-    example_index = torch.repeat_interleave(torch.arange(len(blocks)), torch.tensor(sizes))
-    values = game.evaluate_rows(
-        example_index.to(game.device),
-        torch.cat(blocks).to(game.device),
-        distinct=True,
-        show_progress=show_progress,
-        desc="MyersonValue",
-    )
-    per_feature = values.new_zeros(game.batch_size, d)
-    for example, (chunk, (_, linear)) in enumerate(zip(values.split(sizes), plans)):
-        per_feature[example, : linear.num_outputs] = linear.apply(chunk[None])[0]
-    return per_feature
