@@ -1,30 +1,148 @@
-"""The demo command runs end to end and its numbers are right."""
+"""``graphshap demo`` runs end to end and its numbers are right."""
 
 from __future__ import annotations
 
-import csv
+import contextlib
+import io
+import sys
+import types
 
+import pytest
 import torch
 
-from captum_graphshap.cli import FEATURES, main, train_model
+import captum_graphshap
+from captum_graphshap import cli
+
+from .optional_deps import optional
+
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_demo_writes_a_table_whose_exact_column_is_efficient(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--seed", "1"]) == 0
-    printed = capsys.readouterr().out
-    assert "exact" in printed and "myerson" in printed
-    rows = list(csv.DictReader((tmp_path / "demo_attributions.csv").open()))
-    assert len(rows) == 3 * len(FEATURES)
-    model, examples = train_model(1)
-    with torch.no_grad():
-        gains = (model(examples) - model(torch.zeros(1, len(FEATURES))))[:, 0]
-    for n in range(3):
-        total = sum(float(r["exact_shapley"]) for r in rows if int(r["example"]) == n)
-        assert abs(total - float(gains[n])) < 1e-4
-        # The dummy feature gets (almost) nothing from the trained model.
-        noise = next(
-            float(r["exact_shapley"])
-            for r in rows
-            if int(r["example"]) == n and r["feature"] == "noise"
-        )
-        assert abs(noise) < 0.1 * max(abs(float(gains[n])), 1.0)
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory):
+    """Run ``graphshap demo --quick`` once through ``main``; keep the result object."""
+    optional("sklearn")
+    out = tmp_path_factory.mktemp("report")
+    captured: list[cli.DemoResult] = []
+    run_demo = cli.run_demo
+
+    def recording(*args, **kwargs):
+        captured.append(run_demo(*args, **kwargs))
+        return captured[-1]
+
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(cli, "run_demo", recording)
+        status = cli.main(["demo", "--quick", "--out", str(out), "--seed", "1"])
+    assert status == 0
+    return out, printed.getvalue(), captured[0]
+
+
+def test_demo_writes_a_report_with_its_figures(quick_demo):
+    out, printed, result = quick_demo
+    report = out / "report.html"
+    assert result.report == report and report.exists()
+    page = report.read_text()
+    for name in (*cli.METHODS, cli.RANDOM):
+        assert name in page and name in printed
+    for figure in ("heatmaps.png", "masking.png"):
+        assert f'src="{figure}"' in page
+        assert (out / figure).read_bytes()[:8] == PNG
+    assert str(report) in printed
+    assert "masking AUC" in printed
+    assert "text section skipped" in printed  # --quick has no text section
+
+
+def test_demo_model_is_trained_and_attributions_have_the_input_shape(quick_demo):
+    _, _, result = quick_demo
+    assert result.accuracy > 0.85
+    n = result.examples.shape[0]
+    assert result.examples.shape == (n, 1, 8, 8) and n >= 4
+    assert float(result.examples.min()) >= 0 and float(result.examples.max()) <= 1
+    for name in (*cli.METHODS, cli.RANDOM):
+        attributions = result.attributions[name]
+        assert attributions.shape == (n, 1, 8, 8)
+        assert bool(torch.isfinite(attributions).all())
+        assert float(attributions.abs().max()) > 0
+
+
+def test_exact_shapley_on_four_patches_is_efficient(quick_demo):
+    _, _, result = quick_demo
+    # Sum of the 4 patch values = log p(x) - log p(0) of the predicted class.
+    torch.testing.assert_close(result.exact_total, result.exact_gain, atol=1e-4, rtol=0)
+    assert float(result.exact_gain.abs().min()) > 0.1  # the check is not 0 == 0
+    exact = result.attributions[cli.EXACT_PATCHES][:, 0]
+    # One value per 4x4 patch, repeated on its pixels.
+    blocks = exact.reshape(-1, 2, 4, 2, 4)
+    assert torch.all(blocks == blocks[:, :, :1, :, :1])
+
+
+def test_samplers_get_c_shapley_k1_budget_and_counts_are_stated(quick_demo):
+    _, printed, result = quick_demo
+    evaluations = result.evaluations
+    budget = evaluations[cli.C_SHAPLEY_1]
+    assert evaluations[cli.CAPTUM_KERNEL] == budget
+    # ShapleyValueSampling spends 64 evaluations per permutation (+1).
+    assert abs(evaluations[cli.CAPTUM_SAMPLING] - budget) <= 32
+    assert evaluations[cli.EXACT_PATCHES] == 2**4
+    # k=2 needs far more connected sets around each pixel than k=1.
+    assert evaluations[cli.C_SHAPLEY_2] > 10 * budget > 10 * evaluations[cli.L_SHAPLEY]
+    assert f"{budget:.0f}" in printed
+
+
+def test_masking_curves_start_at_zero_and_c_shapley_beats_random(quick_demo):
+    _, _, result = quick_demo
+    n = result.examples.shape[0]
+    for curve in result.curves.values():
+        assert curve.shape == (n, len(result.fractions))
+        assert torch.all(curve[:, 0] == 0)
+    # Masking well-ranked pixels lowers the log-odds of the predicted class much
+    # more than masking random pixels (most of which are blank background).
+    for name in cli.METHODS:
+        assert result.auc[name] < result.auc[cli.RANDOM] - 0.5, name
+        assert result.curves[name][:, -1].mean() < 0, name
+
+
+def test_demo_help_says_what_it_does(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["demo", "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert "digits" in text and "masking" in text and "--quick" in text and "--out" in text
+
+
+def test_missing_scikit_learn_names_the_extra(monkeypatch, tmp_path, capsys):
+    # A None entry in sys.modules makes the import raise ImportError.
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    assert cli.main(["demo", "--quick", "--out", str(tmp_path)]) == 1
+    assert 'pip install "captum-graphshap[demo]"' in capsys.readouterr().err
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_text_section_uses_explain_sentiment(monkeypatch, capsys):
+    calls = []
+
+    def explain_sentiment(texts, k=2, method="c_shapley"):
+        calls.append((list(texts), k, method))
+        return [
+            types.SimpleNamespace(
+                words=text.split(), attributions=torch.ones(len(text.split())), label="positive"
+            )
+            for text in texts
+        ]
+
+    fake = types.ModuleType("captum_graphshap.text")
+    fake.explain_sentiment = explain_sentiment  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "captum_graphshap.text", fake)
+    monkeypatch.setattr(captum_graphshap, "text", fake, raising=False)
+    rows, note = cli.text_section(["good film", "bad"])
+    assert note is None and calls == [(["good film", "bad"], 2, "c_shapley")]
+    assert rows == [(["good", "film"], [1.0, 1.0], "positive"), (["bad"], [1.0], "positive")]
+    assert "good(+1.00)" in capsys.readouterr().out
+
+
+def test_text_section_is_skipped_without_the_text_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "captum_graphshap.text", None)
+    monkeypatch.delattr(captum_graphshap, "text", raising=False)
+    rows, note = cli.text_section(["good film"])
+    assert rows is None and note is not None and "captum-graphshap[text]" in note
