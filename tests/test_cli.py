@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import captum_graphshap
-from captum_graphshap import cli
+from captum_graphshap import cli, demo
 
 from .optional_deps import optional
 
@@ -23,8 +23,8 @@ def quick_demo(tmp_path_factory):
     """Run ``graphshap demo --quick`` once through ``main``; keep the result object."""
     optional("sklearn")
     out = tmp_path_factory.mktemp("report")
-    captured: list[cli.DemoResult] = []
-    run_demo = cli.run_demo
+    captured: list[demo.DemoResult] = []
+    run_demo = demo.run_demo
 
     def recording(*args, **kwargs):
         captured.append(run_demo(*args, **kwargs))
@@ -32,7 +32,7 @@ def quick_demo(tmp_path_factory):
 
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(cli, "run_demo", recording)
+        patch.setattr(demo, "run_demo", recording)
         status = cli.main(["demo", "--quick", "--out", str(out), "--seed", "1"])
     assert status == 0
     return out, printed.getvalue(), captured[0]
@@ -43,7 +43,7 @@ def test_demo_writes_a_report_with_its_figures(quick_demo):
     report = out / "report.html"
     assert result.report == report and report.exists()
     page = report.read_text()
-    for name in (*cli.METHODS, cli.RANDOM):
+    for name in (*demo.METHODS, demo.RANDOM):
         assert name in page and name in printed
     for figure in ("heatmaps.png", "masking.png"):
         assert f'src="{figure}"' in page
@@ -59,7 +59,7 @@ def test_demo_model_is_trained_and_attributions_have_the_input_shape(quick_demo)
     n = result.examples.shape[0]
     assert result.examples.shape == (n, 1, 8, 8) and n >= 4
     assert float(result.examples.min()) >= 0 and float(result.examples.max()) <= 1
-    for name in (*cli.METHODS, cli.RANDOM):
+    for name in (*demo.METHODS, demo.RANDOM):
         attributions = result.attributions[name]
         assert attributions.shape == (n, 1, 8, 8)
         assert bool(torch.isfinite(attributions).all())
@@ -71,7 +71,7 @@ def test_exact_shapley_on_four_patches_is_efficient(quick_demo):
     # Sum of the 4 patch values = log p(x) - log p(0) of the predicted class.
     torch.testing.assert_close(result.exact_total, result.exact_gain, atol=1e-4, rtol=0)
     assert float(result.exact_gain.abs().min()) > 0.1  # the check is not 0 == 0
-    exact = result.attributions[cli.EXACT_PATCHES][:, 0]
+    exact = result.attributions[demo.EXACT_PATCHES][:, 0]
     # One value per 4x4 patch, repeated on its pixels.
     blocks = exact.reshape(-1, 2, 4, 2, 4)
     assert torch.all(blocks == blocks[:, :, :1, :, :1])
@@ -80,13 +80,13 @@ def test_exact_shapley_on_four_patches_is_efficient(quick_demo):
 def test_samplers_get_c_shapley_k1_budget_and_counts_are_stated(quick_demo):
     _, printed, result = quick_demo
     evaluations = result.evaluations
-    budget = evaluations[cli.C_SHAPLEY_1]
-    assert evaluations[cli.CAPTUM_KERNEL] == budget
+    budget = evaluations[demo.C_SHAPLEY_1]
+    assert evaluations[demo.CAPTUM_KERNEL] == budget
     # ShapleyValueSampling spends 64 evaluations per permutation (+1).
-    assert abs(evaluations[cli.CAPTUM_SAMPLING] - budget) <= 32
-    assert evaluations[cli.EXACT_PATCHES] == 2**4
+    assert abs(evaluations[demo.CAPTUM_SAMPLING] - budget) <= 32
+    assert evaluations[demo.EXACT_PATCHES] == 2**4
     # k=2 needs far more connected sets around each pixel than k=1.
-    assert evaluations[cli.C_SHAPLEY_2] > 10 * budget > 10 * evaluations[cli.L_SHAPLEY]
+    assert evaluations[demo.C_SHAPLEY_2] > 10 * budget > 10 * evaluations[demo.L_SHAPLEY]
     assert f"{budget:.0f}" in printed
 
 
@@ -98,8 +98,8 @@ def test_masking_curves_start_at_zero_and_c_shapley_beats_random(quick_demo):
         assert torch.all(curve[:, 0] == 0)
     # Masking well-ranked pixels lowers the log-odds of the predicted class much
     # more than masking random pixels (most of which are blank background).
-    for name in cli.METHODS:
-        assert result.auc[name] < result.auc[cli.RANDOM] - 0.5, name
+    for name in demo.METHODS:
+        assert result.auc[name] < result.auc[demo.RANDOM] - 0.5, name
         assert result.curves[name][:, -1].mean() < 0, name
 
 
@@ -135,7 +135,7 @@ def test_text_section_uses_explain_sentiment(monkeypatch, capsys):
     fake.explain_sentiment = explain_sentiment  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "captum_graphshap.text", fake)
     monkeypatch.setattr(captum_graphshap, "text", fake, raising=False)
-    rows, note = cli.text_section(["good film", "bad"])
+    rows, note = demo.text_section(["good film", "bad"])
     assert note is None and calls == [(["good film", "bad"], 2, "c_shapley")]
     assert rows == [(["good", "film"], [1.0, 1.0], "positive"), (["bad"], [1.0], "positive")]
     assert "good(+1.00)" in capsys.readouterr().out
@@ -144,5 +144,5 @@ def test_text_section_uses_explain_sentiment(monkeypatch, capsys):
 def test_text_section_is_skipped_without_the_text_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "captum_graphshap.text", None)
     monkeypatch.delattr(captum_graphshap, "text", raising=False)
-    rows, note = cli.text_section(["good film"])
+    rows, note = demo.text_section(["good film"])
     assert rows is None and note is not None and "captum-graphshap[text]" in note
