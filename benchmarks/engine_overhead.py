@@ -32,6 +32,7 @@ from torch import nn
 
 from captum_graphshap import ExactShapley
 from captum_graphshap.coalitions import all_coalitions
+from captum_graphshap.game import AUTO_ELEMENTS_PER_CALL
 
 
 def timed(fn: Callable[[], object], device: torch.device) -> float:
@@ -155,7 +156,7 @@ def overhead_rows(name, model, x, mask, repeats, device) -> str:
     def ours() -> object:
         return explainer.attribute(x, target=0, feature_mask=mask)
 
-    rows_per_call = max(1, 2**21 // x[0].numel())
+    rows_per_call = max(1, AUTO_ELEMENTS_PER_CALL // x[0].numel())
     bare = bare_model(model, x, mask, 16, rows_per_call, device)
     ours_s, bare_s, overhead = paired(ours, bare, repeats, device)
     theirs = shap_exact(model, x, mask, 16, device)

@@ -35,6 +35,23 @@ class FeatureMasks:
     num_features: int
     per_example: bool
 
+    def id_ranges(self) -> tuple[tuple[int, int] | None, ...]:
+        """Per mask, ``(start, stop)`` when it is shared and numbers its
+        elements ``start, start + 1, ...`` in order (one feature per element,
+        Captum's default), else None. The engine then slices coalitions
+        instead of gathering them."""
+        ranges: list[tuple[int, int] | None] = []
+        for mask in self.masks:
+            flat = mask.reshape(-1)
+            start = int(flat[0]) if flat.numel() else 0
+            expected = torch.arange(start, start + flat.numel(), device=flat.device)
+            ranges.append(
+                (start, start + flat.numel())
+                if mask.shape[0] == 1 and torch.equal(flat, expected)
+                else None
+            )
+        return tuple(ranges)
+
     def features_per_example(self) -> Tensor:
         """``(N or 1,)`` count of features of each example: its largest id + 1."""
         largest = torch.stack(

@@ -46,8 +46,9 @@ VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
 
 #: With ``perturbations_per_eval=None`` a forward call gets about this many
 #: input elements: large enough to amortise Python overhead, small enough that
-#: a CNN's activations stay within a few hundred MB.
-AUTO_ELEMENTS_PER_CALL = 2**21
+#: activations stay in cache-friendly sizes (2^21 made a 400-token CNN 1.2-1.6x
+#: slower than 400 rows per call; benchmarks/lc_speed.py).
+AUTO_ELEMENTS_PER_CALL = 2**19
 
 
 def accumulation_dtype(device: torch.device) -> torch.dtype:
@@ -77,6 +78,9 @@ class CoalitionGame:
     #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
     #: instead of ``where``
     blend: tuple[bool, ...] = ()
+    #: per input: the contiguous feature ids it holds, if its mask is Captum's
+    #: one-feature-per-element numbering (see ``FeatureMasks.id_ranges``)
+    id_ranges: tuple[tuple[int, int] | None, ...] = ()
 
     @property
     def batch_size(self) -> int:
@@ -291,20 +295,16 @@ class CoalitionGame:
     ) -> tuple[Tensor, ...]:
         """``(P, d)`` coalitions x whole batch -> tensors of ``P * N`` rows."""
         count = coalitions.shape[0]
+        weights = _Weights(coalitions)
         out = []
         for position, (tensor, mask, background) in enumerate(
             zip(self.inputs, self.features.masks, self.backgrounds)
         ):
-            keep = _keep(coalitions, mask.reshape(-1)).view(count, *mask.shape)
+            source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
+            keep = _keep(source, mask, self.id_ranges[position]).view(count, *mask.shape)
             base = background[reference_id] if background.shape[0] > 1 else background
             rows = buffers.take(position, count * tensor.shape[0])
-            _fill(
-                rows.view(count, *tensor.shape),
-                keep,
-                tensor.unsqueeze(0),
-                base,
-                self.blend[position],
-            )
+            _fill(rows.view(count, *tensor.shape), keep, tensor.unsqueeze(0), base)
             out.append(rows)
         return tuple(out)
 
@@ -312,20 +312,22 @@ class CoalitionGame:
         self, coalitions: Tensor, example: Tensor, reference_id: Tensor, buffers: _RowBuffers
     ) -> tuple[Tensor, ...]:
         """One row per (coalition, example) pair."""
+        weights = _Weights(coalitions)
         out = []
         for position, (tensor, mask, background) in enumerate(
             zip(self.inputs, self.features.masks, self.backgrounds)
         ):
+            source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
             if mask.shape[0] == 1:
-                keep = _keep(coalitions, mask.reshape(-1)).view(-1, *mask.shape[1:])
+                keep = _keep(source, mask, self.id_ranges[position]).view(-1, *mask.shape[1:])
             else:
-                keep = coalitions.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
+                keep = source.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
                     -1, *mask.shape[1:]
                 )
             ref = background[reference_id]  # (R, 1 or N, *S)
             base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
             rows = buffers.take(position, len(example))
-            _fill(rows, keep, tensor[example], base, self.blend[position])
+            _fill(rows, keep, tensor[example], base)
             out.append(rows)
         return tuple(out)
 
@@ -384,30 +386,49 @@ class CoalitionGame:
         return flat.gather(1, index[:, None])[:, 0].to(self.value_dtype())
 
 
-def _keep(coalitions: Tensor, flat_mask: Tensor) -> Tensor:
-    """``keep[p, e] = coalitions[p, flat_mask[e]]``.
+def _keep(coalitions: Tensor, mask: Tensor, id_range: tuple[int, int] | None) -> Tensor:
+    """``keep[p, e] = coalitions[p, mask[e]]`` for a shared mask.
 
-    ``gather`` with an expanded index is several times faster than advanced
-    indexing ``coalitions[:, flat_mask]``, which dominated the perturbation
-    cost of image inputs.
+    A mask numbering its elements in order is a slice (a view, no copy).
+    Otherwise ``gather`` with an expanded index, several times faster than
+    advanced indexing ``coalitions[:, mask]``, which dominated the
+    perturbation cost of image inputs.
     """
-    return coalitions.gather(1, flat_mask.expand(coalitions.shape[0], -1))
+    if id_range is not None:
+        return coalitions[:, id_range[0] : id_range[1]]
+    flat = mask.reshape(-1)
+    return coalitions.gather(1, flat.expand(coalitions.shape[0], -1))
 
 
-def _fill(out: Tensor, keep: Tensor, present: Tensor, absent: Tensor, blend: bool) -> None:
+class _Weights:
+    """The chunk's coalitions as bool or as a 0/1 float of an input's dtype.
+
+    Converting the small ``(P, d)`` block once, before it is expanded to
+    every element, is cheaper than converting the expanded mask per input.
+    """
+
+    def __init__(self, coalitions: Tensor) -> None:
+        self.by_dtype: dict[torch.dtype, Tensor] = {torch.bool: coalitions}
+
+    def as_type(self, dtype: torch.dtype) -> Tensor:
+        if dtype not in self.by_dtype:
+            self.by_dtype[dtype] = self.by_dtype[torch.bool].to(dtype)
+        return self.by_dtype[dtype]
+
+
+def _fill(out: Tensor, keep: Tensor, present: Tensor, absent: Tensor) -> None:
     """``out = where(keep, present, absent)``, broadcasting.
 
-    For floating inputs ``lerp(absent, present, keep)`` gives the same bits
-    (ATen evaluates weight 1 as ``end - diff * 0`` and weight 0 as
-    ``start + 0 * diff``, exact whenever ``diff`` is finite, which
-    :func:`prepare_game` checks) and runs about twice as fast as ``where``
-    with a broadcast condition on CPU: on a small CNN the difference is
-    a tenth of the whole attribution time.
+    A floating ``keep`` (0/1 of the input's dtype) selects ``lerp(absent,
+    present, keep)``: the same bits (ATen evaluates weight 1 as
+    ``end - diff * 0`` and weight 0 as ``start + 0 * diff``, exact whenever
+    ``diff`` is finite, which :func:`prepare_game` checks) at about twice the
+    speed of ``where`` with a broadcast condition on CPU.
     """
-    if blend:
-        torch.lerp(absent, present, keep.to(out.dtype), out=out)
-    else:
+    if keep.dtype == torch.bool:
         torch.where(keep, present, absent, out=out)
+    else:
+        torch.lerp(absent, present, keep, out=out)
 
 
 class _RowBuffers:
@@ -485,6 +506,7 @@ def prepare_game(
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
         blend=tuple(_can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
+        id_ranges=features.id_ranges(),
     )
     return game, is_tuple
 
