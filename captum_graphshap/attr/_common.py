@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..estimators import SparseLinearMap
-from ..game import CoalitionGame
+from ..game import CoalitionGame, prepare_game
 from ..graphs import FeatureGraph, default_feature_mask, infer_graph
 
 
@@ -135,6 +135,42 @@ def explain_on_graphs(
     for example, (chunk, (_, linear)) in enumerate(zip(values.split(sizes), plans)):
         per_feature[example, : linear.num_outputs] = linear.apply(chunk[None])[0]
     return per_feature
+
+
+def attribute_on_graphs(
+    forward_func: Callable[..., Any],
+    plan: Plan,
+    desc: str,
+    inputs: Any,
+    baselines: Any,
+    target: Any,
+    additional_forward_args: Any,
+    feature_mask: Any,
+    perturbations_per_eval: int | None,
+    show_progress: bool,
+    graph: Any,
+    references: Any,
+    value: str,
+) -> Tensor | tuple[Tensor, ...]:
+    """The whole ``attribute`` of a graph method, given its plan.
+
+    Default graph mask, argument checks, graphs checked against the mask,
+    one engine call, per-feature values back to the inputs' shapes.
+    """
+    game, is_tuple = prepare_game(
+        forward_func,
+        inputs,
+        baselines,
+        target,
+        additional_forward_args,
+        default_graph_mask(inputs, feature_mask),
+        perturbations_per_eval,
+        references=references,
+        value=value,
+    )
+    graphs = resolve_graphs(graph, game)
+    per_feature = explain_on_graphs(game, graphs, plan, show_progress, desc)
+    return pack_attributions(game, per_feature, is_tuple)
 
 
 def check_order(k: Any) -> int:

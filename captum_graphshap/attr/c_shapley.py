@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,15 +11,8 @@ from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..coalitions import C_WEIGHTS, L_CONTEXTS, c_shapley_plan, c_shapley_regression_plan
-from ..game import prepare_game
 from ..graphs import FeatureGraph
-from ._common import (
-    check_order,
-    default_graph_mask,
-    explain_on_graphs,
-    pack_attributions,
-    resolve_graphs,
-)
+from ._common import attribute_on_graphs, check_order
 
 C_METHODS = ("exact", "regression")
 
@@ -96,23 +90,22 @@ class CShapley(PerturbationAttribution):
         ):
             if choice not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {choice!r}.")
-        game, is_tuple = prepare_game(
+        return attribute_on_graphs(
             self.forward_func,
+            (
+                functools.partial(c_shapley_regression_plan, k=k)
+                if method == "regression"
+                else functools.partial(c_shapley_plan, k=k, context=context, weights=weights)
+            ),
+            "CShapley",
             inputs,
             baselines,
             target,
             additional_forward_args,
-            default_graph_mask(inputs, feature_mask),
+            feature_mask,
             perturbations_per_eval,
-            references=references,
-            value=value,
+            show_progress,
+            graph,
+            references,
+            value,
         )
-        graphs = resolve_graphs(graph, game)
-
-        def plan(g: FeatureGraph) -> Any:
-            if method == "regression":
-                return c_shapley_regression_plan(g, k)
-            return c_shapley_plan(g, k, context, weights)
-
-        per_feature = explain_on_graphs(game, graphs, plan, show_progress, "CShapley")
-        return pack_attributions(game, per_feature, is_tuple)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,15 +11,8 @@ from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..coalitions import l_shapley_plan
-from ..game import prepare_game
 from ..graphs import FeatureGraph
-from ._common import (
-    check_order,
-    default_graph_mask,
-    explain_on_graphs,
-    pack_attributions,
-    resolve_graphs,
-)
+from ._common import attribute_on_graphs, check_order
 
 
 class LShapley(PerturbationAttribution):
@@ -78,21 +72,18 @@ class LShapley(PerturbationAttribution):
             Attributions with the shape, dtype and type of ``inputs``.
         """
         k = check_order(k)
-        game, is_tuple = prepare_game(
+        return attribute_on_graphs(
             self.forward_func,
+            functools.partial(l_shapley_plan, k=k, context=context),
+            "LShapley",
             inputs,
             baselines,
             target,
             additional_forward_args,
-            default_graph_mask(inputs, feature_mask),
+            feature_mask,
             perturbations_per_eval,
-            references=references,
-            value=value,
+            show_progress,
+            graph,
+            references,
+            value,
         )
-        graphs = resolve_graphs(graph, game)
-
-        def plan(g: FeatureGraph) -> Any:
-            return l_shapley_plan(g, k, context)
-
-        per_feature = explain_on_graphs(game, graphs, plan, show_progress, "LShapley")
-        return pack_attributions(game, per_feature, is_tuple)

@@ -10,9 +10,8 @@ from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..coalitions import myerson_plan
-from ..game import prepare_game
 from ..graphs import FeatureGraph
-from ._common import default_graph_mask, explain_on_graphs, pack_attributions, resolve_graphs
+from ._common import attribute_on_graphs
 
 
 class MyersonValue(PerturbationAttribution):
@@ -67,17 +66,18 @@ class MyersonValue(PerturbationAttribution):
         Returns:
             Attributions with the shape, dtype and type of ``inputs``.
         """
-        game, is_tuple = prepare_game(
+        return attribute_on_graphs(
             self.forward_func,
+            myerson_plan,
+            "MyersonValue",
             inputs,
             baselines,
             target,
             additional_forward_args,
-            default_graph_mask(inputs, feature_mask),
+            feature_mask,
             perturbations_per_eval,
-            references=references,
-            value=value,
+            show_progress,
+            graph,
+            references,
+            value,
         )
-        graphs = resolve_graphs(graph, game)
-        per_feature = explain_on_graphs(game, graphs, myerson_plan, show_progress, "MyersonValue")
-        return pack_attributions(game, per_feature, is_tuple)
