@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
+from _timing import median_ratio, rotating_rounds, timed
 from torch import nn
 
 from captum_graphshap import ExactShapley
@@ -35,27 +35,17 @@ from captum_graphshap.coalitions import all_coalitions
 from captum_graphshap.game import AUTO_ELEMENTS_PER_CALL
 
 
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def paired(
     first: Callable[[], object], second: Callable[[], object], repeats: int, device: torch.device
 ) -> tuple[float, float, float]:
     """Median times of ``first`` and ``second`` and the median per-round ratio."""
     first(), second()  # warm-up
-    a, b = [], []
-    for _ in range(repeats):
-        a.append(timed(first, device))
-        b.append(timed(second, device))
-    ratio = statistics.median(x / y for x, y in zip(a, b))
-    return statistics.median(a), statistics.median(b), ratio
+    times = rotating_rounds({"first": first, "second": second}, repeats, device)
+    return (
+        statistics.median(times["first"]),
+        statistics.median(times["second"]),
+        median_ratio(times, "first", "second"),
+    )
 
 
 def mlp16() -> nn.Module:

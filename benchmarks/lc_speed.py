@@ -44,10 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from _timing import median_ratio, rotating_rounds
 from torch import Tensor, nn
 
 from captum_graphshap import CShapley, GridGraph, LineGraph, LShapley
 from captum_graphshap.coalitions import c_shapley_plan, l_shapley_plan
+from captum_graphshap.demo import CountingModel
 from captum_graphshap.game import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.graphs import FeatureGraph, default_feature_mask
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
@@ -59,47 +61,7 @@ PLANS = {"CShapley": c_shapley_plan, "LShapley": l_shapley_plan}
 # ---------------------------------------------------------------- timing
 
 
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-def rotating_rounds(
-    contenders: dict[str, Callable[[], object]], repeats: int, device: torch.device
-) -> dict[str, list[float]]:
-    """Times of every contender, all run once per round in a rotating order."""
-    names = list(contenders)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for round_index in range(repeats):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
-            times[name].append(timed(contenders[name], device))
-    return times
-
-
-def median_ratio(times: dict[str, list[float]], name: str, reference: str) -> float:
-    return statistics.median(a / b for a, b in zip(times[name], times[reference]))
-
-
-class RowCounter(nn.Module):
-    """The model, counting the rows it is given."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-        self.rows = 0
-
-    def forward(self, x: Tensor) -> Tensor:
-        self.rows += x.shape[0]
-        return self.model(x)
-
-
-def rows_of(counter: RowCounter, fn: Callable[[], object]) -> int:
+def rows_of(counter: CountingModel, fn: Callable[[], object]) -> int:
     """Run ``fn`` once (the warm-up) and return the rows it pushed through the model."""
     counter.rows = 0
     fn()
@@ -160,7 +122,7 @@ class Case:
     name: str
     method: str
     k: int
-    model: RowCounter
+    model: CountingModel
     x: Tensor
     graph: FeatureGraph
 
@@ -290,8 +252,8 @@ def speed_cases(device: torch.device) -> list[Case]:
     torch.manual_seed(1)
     image = torch.rand(1, 1, 28, 28, device=device)
     tokens = torch.randint(1, 1000, (1, 400), device=device)
-    cnn = RowCounter(image_cnn().to(device))
-    text = RowCounter(TokenCNN().eval().to(device))
+    cnn = CountingModel(image_cnn().to(device))
+    text = CountingModel(TokenCNN().eval().to(device))
     grid, line = GridGraph(28, 28), LineGraph(400)
     return [
         Case("small CNN 1x28x28", "CShapley", 1, cnn, image, grid),
@@ -351,7 +313,7 @@ def print_shap(results: list[SpeedResult]) -> None:
 
 @dataclass
 class Digits:
-    model: RowCounter
+    model: CountingModel
     x: Tensor  # held-out digits to explain, (n, 1, 8, 8) in [0, 1]
     target: Tensor  # class predicted on each
     accuracy: float
@@ -381,7 +343,7 @@ def train_digits(n_explain: int, device: torch.device, epochs: int = 15) -> Digi
         predicted = model(x_all[test]).argmax(dim=1)
     accuracy = float((predicted == y_all[test]).float().mean())
     x = x_all[test[:n_explain]]
-    return Digits(RowCounter(model), x, predicted[:n_explain], accuracy, train_s)
+    return Digits(CountingModel(model), x, predicted[:n_explain], accuracy, train_s)
 
 
 @dataclass
