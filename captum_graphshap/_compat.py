@@ -11,12 +11,11 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor
 
-TensorOrTuple = Tensor | tuple[Tensor, ...]
 BaselineType = None | Tensor | int | float | tuple[Tensor | int | float, ...]
 TargetType = None | int | tuple[int, ...] | Tensor | list[int] | list[tuple[int, ...]]
 
@@ -208,7 +207,7 @@ def format_target(target: TargetType, batch: int, device: torch.device) -> Tenso
             )
         rows = []
         for entry in target:
-            if isinstance(entry, numbers.Integral) and not isinstance(entry, bool):
+            if _is_int(entry):
                 rows.append((int(entry),))
             elif isinstance(entry, tuple) and entry and all(_is_int(t) for t in entry):
                 rows.append(tuple(int(t) for t in entry))
@@ -258,7 +257,7 @@ def output_flat_index(target: Tensor, output_shape: Sequence[int]) -> Tensor:
     return (target * stride_t).sum(dim=1)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[numbers.Integral]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

@@ -15,7 +15,6 @@ import torch
 from torch import Tensor
 
 from .estimators import SparseLinearMap, myerson_weight, shapley_weights
-from .game import check_plan_size
 from .graphs import FeatureGraph, GridGraph
 from .graphs.feature_graph import _bits, _masks_to_rows
 
@@ -139,7 +138,7 @@ def l_shapley_plan(
     (``context="baseline"``) or keep their input values (``"input"``).
     Refuses plans of more than ``limit`` coalitions before deduplication.
     """
-    _check_choice(context, L_CONTEXTS, "context")
+    check_choice(context, L_CONTEXTS, "context")
     sizes = [len(graph.neighbourhood(i, k)) for i in range(graph.num_nodes)]
     check_plan_size(
         sum(2**m for m in sizes),
@@ -186,8 +185,8 @@ def c_shapley_plan(
     ``k`` reaches the diameter); ``"paper"`` uses Eq. (6)'s
     ``2 / ((|U|+2)(|U|+1)|U|)`` everywhere.
     """
-    _check_choice(context, L_CONTEXTS, "context")
-    _check_choice(weights, C_WEIGHTS, "weights")
+    check_choice(context, L_CONTEXTS, "context")
+    check_choice(weights, C_WEIGHTS, "weights")
     return _c_shapley_plan_cached(graph, k, context, weights, limit)
 
 
@@ -307,7 +306,17 @@ def _small_sets(graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit
     return sets
 
 
-def _check_choice(value: object, choices: tuple[str, ...], name: str) -> None:
+def check_plan_size(count: int, limit: int, method: str, advice: str) -> None:
+    """Refuse a plan above ``limit`` coalitions, giving the count."""
+    if count > limit:
+        raise ValueError(
+            f"{method} would evaluate {count:,} coalitions per example, above the limit of "
+            f"{limit:,} (2^{int(math.log2(limit))}); {advice}"
+        )
+
+
+def check_choice(value: object, choices: tuple[str, ...], name: str) -> None:
+    """Refuse an unknown option, listing the known ones."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
 

@@ -119,13 +119,6 @@ class SparseLinearMap:
         out = values.new_zeros(values.shape[0], self.num_outputs)
         return out.index_add_(1, linear.rows, values[:, linear.cols] * linear.coeffs)
 
-    def dense(self) -> Tensor:
-        """The matrix itself (for tests and small inspections)."""
-        num_cols = int(self.cols.max()) + 1 if self.cols.numel() else 0
-        matrix = torch.zeros(self.num_outputs, num_cols, dtype=self.coeffs.dtype)
-        matrix.index_put_((self.rows, self.cols), self.coeffs, accumulate=True)
-        return matrix
-
 
 def _popcount(codes: Tensor, bits: int) -> Tensor:
     counts = torch.zeros_like(codes)

@@ -34,23 +34,11 @@ class FeatureMasks:
     masks: tuple[Tensor, ...]
     num_features: int
     per_example: bool
-
-    def id_ranges(self) -> tuple[tuple[int, int] | None, ...]:
-        """Per mask, ``(start, stop)`` when it is shared and numbers its
-        elements ``start, start + 1, ...`` in order (one feature per element,
-        Captum's default), else None. The engine then slices coalitions
-        instead of gathering them."""
-        ranges: list[tuple[int, int] | None] = []
-        for mask in self.masks:
-            flat = mask.reshape(-1)
-            start = int(flat[0]) if flat.numel() else 0
-            expected = torch.arange(start, start + flat.numel(), device=flat.device)
-            ranges.append(
-                (start, start + flat.numel())
-                if mask.shape[0] == 1 and torch.equal(flat, expected)
-                else None
-            )
-        return tuple(ranges)
+    #: per mask, ``(start, stop)`` when it is shared and numbers its elements
+    #: ``start, start + 1, ...`` in order (one feature per element, Captum's
+    #: default), else None: the engine then slices coalitions instead of
+    #: gathering them
+    id_ranges: tuple[tuple[int, int] | None, ...]
 
     def features_per_example(self) -> Tensor:
         """``(N or 1,)`` count of features of each example: its largest id + 1."""
@@ -97,7 +85,7 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
                 )
             )
             offset += count
-        return FeatureMasks(tuple(masks), offset, per_example=False)
+        return FeatureMasks(tuple(masks), offset, False, _id_ranges(masks))
 
     given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
     if len(given) != len(inputs):
@@ -143,4 +131,15 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
     per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
     if per_example:
         masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]
-    return FeatureMasks(tuple(masks), num_features, per_example)
+    return FeatureMasks(tuple(masks), num_features, per_example, _id_ranges(masks))
+
+
+def _id_ranges(masks: list[Tensor]) -> tuple[tuple[int, int] | None, ...]:
+    ranges: list[tuple[int, int] | None] = []
+    for mask in masks:
+        flat = mask.reshape(-1)
+        start = int(flat[0]) if flat.numel() else 0
+        expected = torch.arange(start, start + flat.numel(), device=flat.device)
+        in_order = mask.shape[0] == 1 and torch.equal(flat, expected)
+        ranges.append((start, start + flat.numel()) if in_order else None)
+    return tuple(ranges)

@@ -20,7 +20,6 @@ baseline is replaced by each reference in turn and ``v`` is the mean over them
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -78,9 +77,6 @@ class CoalitionGame:
     #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
     #: instead of ``where``
     blend: tuple[bool, ...] = ()
-    #: per input: the contiguous feature ids it holds, if its mask is Captum's
-    #: one-feature-per-element numbering (see ``FeatureMasks.id_ranges``)
-    id_ranges: tuple[tuple[int, int] | None, ...] = ()
 
     @property
     def batch_size(self) -> int:
@@ -301,7 +297,7 @@ class CoalitionGame:
             zip(self.inputs, self.features.masks, self.backgrounds)
         ):
             source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
-            keep = _keep(source, mask, self.id_ranges[position]).view(count, *mask.shape)
+            keep = _keep(source, mask, self.features.id_ranges[position]).view(count, *mask.shape)
             base = background[reference_id] if background.shape[0] > 1 else background
             rows = buffers.take(position, count * tensor.shape[0])
             _fill(rows.view(count, *tensor.shape), keep, tensor.unsqueeze(0), base)
@@ -319,7 +315,9 @@ class CoalitionGame:
         ):
             source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
             if mask.shape[0] == 1:
-                keep = _keep(source, mask, self.id_ranges[position]).view(-1, *mask.shape[1:])
+                keep = _keep(source, mask, self.features.id_ranges[position]).view(
+                    -1, *mask.shape[1:]
+                )
             else:
                 keep = source.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
                     -1, *mask.shape[1:]
@@ -506,7 +504,6 @@ def prepare_game(
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
         blend=tuple(_can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
-        id_ranges=features.id_ranges(),
     )
     return game, is_tuple
 
@@ -537,12 +534,3 @@ def unique_coalitions(coalitions: Tensor) -> tuple[Tensor, Tensor]:
         return unique, inverse
     unique, inverse = torch.unique(coalitions, dim=0, return_inverse=True)
     return unique, inverse
-
-
-def check_plan_size(count: int, limit: int, method: str, advice: str) -> None:
-    """Refuse a plan above ``limit`` coalitions, giving the count."""
-    if count > limit:
-        raise ValueError(
-            f"{method} would evaluate {count:,} coalitions per example, above the limit of "
-            f"{limit:,} (2^{int(math.log2(limit))}); {advice}"
-        )

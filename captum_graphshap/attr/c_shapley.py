@@ -10,7 +10,13 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import C_WEIGHTS, L_CONTEXTS, c_shapley_plan, c_shapley_regression_plan
+from ..coalitions import (
+    C_WEIGHTS,
+    L_CONTEXTS,
+    c_shapley_plan,
+    c_shapley_regression_plan,
+    check_choice,
+)
 from ..graphs import FeatureGraph
 from ._common import attribute_on_graphs, check_order
 
@@ -83,13 +89,9 @@ class CShapley(PerturbationAttribution):
             Attributions with the shape, dtype and type of ``inputs``.
         """
         k = check_order(k)
-        for name, choice, allowed in (
-            ("method", method, C_METHODS),
-            ("context", context, L_CONTEXTS),
-            ("weights", weights, C_WEIGHTS),
-        ):
-            if choice not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {choice!r}.")
+        check_choice(method, C_METHODS, "method")
+        check_choice(context, L_CONTEXTS, "context")
+        check_choice(weights, C_WEIGHTS, "weights")
         return attribute_on_graphs(
             self.forward_func,
             (
