@@ -31,8 +31,8 @@ from _timing import median_ratio, rotating_rounds, timed
 from torch import nn
 
 from captum_graphshap import ExactShapley
-from captum_graphshap.coalitions import all_coalitions
-from captum_graphshap.game import AUTO_ELEMENTS_PER_CALL
+from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL
+from captum_graphshap.plans.exact import all_coalitions
 
 
 def paired(

@@ -48,11 +48,11 @@ from _timing import median_ratio, rotating_rounds
 from torch import Tensor, nn
 
 from captum_graphshap import CShapley, GridGraph, LineGraph, LShapley
-from captum_graphshap.coalitions import c_shapley_plan, l_shapley_plan
 from captum_graphshap.demo import CountingModel
-from captum_graphshap.game import AUTO_ELEMENTS_PER_CALL
+from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.graphs import FeatureGraph, default_feature_mask
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
+from captum_graphshap.plans.l_c_shapley import c_shapley_plan, l_shapley_plan
 
 EXPLAINERS = {"CShapley": CShapley, "LShapley": LShapley}
 PLANS = {"CShapley": c_shapley_plan, "LShapley": l_shapley_plan}

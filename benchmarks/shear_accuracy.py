@@ -44,13 +44,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from captum_graphshap.attr.exact import ExactShapley
-from captum_graphshap.attr.sampling import PairedKernelShap, ShapleySampling
+from captum_graphshap.attr.exact_shapley import ExactShapley
+from captum_graphshap.attr.shapley_sampling import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.shear import Shear
-from captum_graphshap.cross_contributions import select_cooperators
-from captum_graphshap.game import prepare_game
+from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.metrics.accuracy import absolute_error, ranking_accuracy
-from captum_graphshap.sampling import shear_coalitions, shear_estimates
+from captum_graphshap.plans.cross_contributions import select_cooperators
+from captum_graphshap.plans.sampling import shear_coalitions, shear_estimates
 
 BUDGETS = (8, 16, 32, 64)
 

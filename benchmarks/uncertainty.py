@@ -31,9 +31,9 @@ import torch
 from torch import nn
 
 from captum_graphshap.attr.bayes_shap import BayesShap
-from captum_graphshap.attr.exact import ExactShapley
-from captum_graphshap.attr.residuals import ShapleyResiduals
-from captum_graphshap.attr.sampling import ShapleySampling
+from captum_graphshap.attr.exact_shapley import ExactShapley
+from captum_graphshap.attr.shapley_residuals import ShapleyResiduals
+from captum_graphshap.attr.shapley_sampling import ShapleySampling
 from captum_graphshap.uncertainty.residuals import inessential_games, residual_norms
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from captum_graphshap.attr.exact import ExactShapley
+from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.metrics.accuracy import (
     absolute_error,
     faithfulness,

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from captum_graphshap.analysis import ExplanationGraph, pagerank
-from captum_graphshap.attr.bivariate import BivariateShapley
-from captum_graphshap.bivariate import local_support
+from captum_graphshap.attr.bivariate_shapley import BivariateShapley
 from captum_graphshap.graphs import LineGraph
 from captum_graphshap.metrics.posthoc import mask_features, post_hoc_accuracy
+from captum_graphshap.plans.bivariate import local_support
 
 # E[i, j]: 0 and 1 are mutually redundant, 2 is redundant given 0 (not the
 # reverse), 3 is redundant given nobody and makes nobody redundant.

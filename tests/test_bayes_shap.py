@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from captum_graphshap.attr.bayes_shap import BayesShap
-from captum_graphshap.attr.exact import ExactShapley
+from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.uncertainty.bayes import (
     DesignStatistics,
     fit_posterior,

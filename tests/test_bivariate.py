@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 from captum_graphshap.analysis import ExplanationGraph
-from captum_graphshap.attr.bivariate import BivariateShapley
+from captum_graphshap.attr.bivariate_shapley import BivariateShapley
 from captum_graphshap.attr.l_shapley import LShapley
-from captum_graphshap.bivariate import (
+from captum_graphshap.graphs import GridGraph, LineGraph
+from captum_graphshap.plans.bivariate import (
     bivariate_from_all_coalitions,
     bivariate_from_kernel,
     bivariate_from_permutations,
@@ -23,7 +24,6 @@ from captum_graphshap.bivariate import (
     local_support,
     permutation_plan,
 )
-from captum_graphshap.graphs import GridGraph, LineGraph
 
 from .reference import Game, TableGame, brute_shapley, mlp, model_game
 
@@ -330,7 +330,7 @@ def test_kernel_estimator_does_not_depend_on_the_row_order():
 
 
 def test_kernel_univariate_output_is_paired_kernelshap_on_the_same_draws():
-    from captum_graphshap.attr.sampling import PairedKernelShap
+    from captum_graphshap.attr.shapley_sampling import PairedKernelShap
 
     model = mlp(7, dtype=torch.float64, seed=6)
     x = torch.randn(3, 7, dtype=torch.float64)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from captum_graphshap.game import prepare_game, unique_coalitions
+from captum_graphshap.engine.coalition_game import prepare_game, unique_coalitions
 
 
 class TwoInputModel(nn.Module):

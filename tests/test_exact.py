@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from captum_graphshap import ExactShapley
-from captum_graphshap.estimators import shapley_from_all_coalitions
+from captum_graphshap.plans.linear import shapley_from_all_coalitions
 
 from .optional_deps import optional
 from .reference import TableGame, brute_shapley, mlp, model_game
@@ -272,7 +272,7 @@ def test_estimator_matches_brute_force(table):
 
 @pytest.mark.parametrize("dense_limit", [0, 16], ids=["hypercube-pairing", "cached-matrix"])
 def test_both_estimator_paths_match_brute_force(dense_limit, monkeypatch):
-    import captum_graphshap.estimators as estimators
+    import captum_graphshap.plans.linear as estimators
 
     monkeypatch.setattr(estimators, "DENSE_SHAPLEY_MAX_D", dense_limit)
     table = torch.randn(2**7, generator=torch.Generator().manual_seed(7), dtype=torch.float64)

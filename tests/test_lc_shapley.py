@@ -18,7 +18,7 @@ from captum_graphshap import (
     MyersonValue,
     SuperpixelGraph,
 )
-from captum_graphshap.coalitions import c_shapley_plan, l_shapley_plan
+from captum_graphshap.plans.l_c_shapley import c_shapley_plan, l_shapley_plan
 
 from .optional_deps import optional
 from .reference import (

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from captum_graphshap import ExactShapley, FeatureGraph, GridGraph, LineGraph, MyersonValue
-from captum_graphshap.coalitions import myerson_plan
+from captum_graphshap.plans.exact import myerson_plan
 
 from .reference import ChainSumModel, TableGame, brute_myerson, brute_shapley, mlp, model_game
 

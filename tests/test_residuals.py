@@ -11,8 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from captum_graphshap.attr.exact import ExactShapley
-from captum_graphshap.attr.residuals import ShapleyResiduals
+from captum_graphshap.attr.exact_shapley import ExactShapley
+from captum_graphshap.attr.shapley_residuals import ShapleyResiduals
 from captum_graphshap.graphs import FeatureGraph, LineGraph
 from captum_graphshap.uncertainty.local_residuals import neighbourhood_games_plan
 from captum_graphshap.uncertainty.residuals import (

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from captum_graphshap.attr.exact import ExactShapley
-from captum_graphshap.attr.sampling import PairedKernelShap, ShapleySampling
-from captum_graphshap.sampling import permutation_ranks
+from captum_graphshap.attr.exact_shapley import ExactShapley
+from captum_graphshap.attr.shapley_sampling import PairedKernelShap, ShapleySampling
+from captum_graphshap.plans.sampling import permutation_ranks
 
 from .reference import CallCounter, TableGame, brute_shapley
 

@@ -14,7 +14,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from captum_graphshap.analysis import ExplanationGraph
-from captum_graphshap.viz.explanation_graph import (
+from captum_graphshap.viz.graph_plots import (
     group_colours,
     plot_explanation_graph,
     plot_pixel_overlay,

@@ -13,7 +13,7 @@ import torch
 from matplotlib.collections import PolyCollection
 from matplotlib.container import BarContainer
 
-from captum_graphshap.viz.uncertainty import (
+from captum_graphshap.viz.interval_plots import (
     plot_feature_intervals,
     plot_image_intervals,
     plot_token_intervals,

@@ -1,13 +1,13 @@
 """Captum ``Attribution`` subclasses: thin adapters over plans and estimators."""
 
 from .bayes_shap import BayesShap
-from .bivariate import BivariateShapley
+from .bivariate_shapley import BivariateShapley
 from .c_shapley import CShapley
-from .exact import ExactShapley
+from .exact_shapley import ExactShapley
 from .l_shapley import LShapley
-from .myerson import MyersonValue
-from .residuals import ShapleyResiduals
-from .sampling import PairedKernelShap, ShapleySampling
+from .myerson_value import MyersonValue
+from .shapley_residuals import ShapleyResiduals
+from .shapley_sampling import PairedKernelShap, ShapleySampling
 from .shear import Shear
 
 __all__ = [

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..estimators import SparseLinearMap
-from ..game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame, prepare_game
 from ..graphs import FeatureGraph, default_feature_mask, infer_graph
+from ..plans.linear import SparseLinearMap
 from ..uncertainty.intervals import check_confidence, interval_over_references
 from ._options import check_flag
 

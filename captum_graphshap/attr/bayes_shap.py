@@ -13,8 +13,8 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import MAX_COALITIONS, check_plan_size
-from ..game import prepare_game
+from ..engine.coalition_game import prepare_game
+from ..plans.limits import MAX_COALITIONS, check_plan_size
 from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapReport, run_bayes_shap
 from ..uncertainty.intervals import check_confidence
 from ._common import pack_attributions

@@ -10,14 +10,9 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import (
-    C_WEIGHTS,
-    L_CONTEXTS,
-    c_shapley_plan,
-    c_shapley_regression_plan,
-    check_choice,
-)
 from ..graphs import FeatureGraph
+from ..plans.l_c_shapley import C_WEIGHTS, L_CONTEXTS, c_shapley_plan, c_shapley_regression_plan
+from ..plans.limits import check_choice
 from ._common import attribute_on_graphs, check_order
 
 C_METHODS = ("exact", "regression")

@@ -10,8 +10,8 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import l_shapley_plan
 from ..graphs import FeatureGraph
+from ..plans.l_c_shapley import l_shapley_plan
 from ._common import attribute_on_graphs, check_order
 
 

@@ -12,16 +12,16 @@ from captum.attr import Attribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import MAX_COALITIONS, check_choice, check_plan_size
-from ..cross_contributions import (
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..plans.cross_contributions import (
     CROSS_CONTRIBUTIONS,
     gradient_cross_contributions,
     hessian_cross_contributions,
     select_cooperators,
     vanishing,
 )
-from ..game import CoalitionGame, prepare_game
-from ..sampling import shear_coalitions, shear_estimates
+from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.sampling import shear_coalitions, shear_estimates
 from ._common import pack_attributions
 from ._options import check_count, check_flag, check_generator
 

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..features import feature_sums
-from ..game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.features import feature_sums
 
 
 def absolute_error(attributions: Tensor, exact: Tensor) -> Tensor:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..coalitions import L_CONTEXTS, MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
 from ..graphs import FeatureGraph
+from ..plans.l_c_shapley import L_CONTEXTS
+from ..plans.limits import MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
 from .residuals import (
     coalition_sizes,
     hypercube_gradient,

@@ -1,8 +1,8 @@
 """Plotting helpers that Captum's :mod:`captum.attr.visualization` lacks."""
 
-from .explanation_graph import plot_explanation_graph, plot_pixel_overlay, plot_token_strip
+from .graph_plots import plot_explanation_graph, plot_pixel_overlay, plot_token_strip
 from .images import to_hwc
-from .uncertainty import plot_feature_intervals, plot_image_intervals, plot_token_intervals
+from .interval_plots import plot_feature_intervals, plot_image_intervals, plot_token_intervals
 
 __all__ = [
     "plot_explanation_graph",

@@ -32,10 +32,10 @@ import functools
 import torch
 from torch import Tensor
 
-from .coalitions import MAX_COALITIONS, check_neighbourhood_plan_size
-from .estimators import SparseLinearMap, shapley_weights
-from .graphs import FeatureGraph
-from .graphs.feature_graph import _bits, _masks_to_rows
+from ..graphs import FeatureGraph
+from ..graphs.feature_graph import _bits, _masks_to_rows
+from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
+from .linear import SparseLinearMap, shapley_weights
 from .sampling import kernel_coalitions, permutation_ranks
 
 #: Default permutations of ``method="sampling"`` (each costs ``d - 1`` rows).

@@ -9,8 +9,8 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import myerson_plan
 from ..graphs import FeatureGraph
+from ..plans.exact import myerson_plan
 from ._common import attribute_on_graphs
 
 

@@ -10,7 +10,9 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..bivariate import (
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..graphs import FeatureGraph
+from ..plans.bivariate import (
     DEFAULT_PERMUTATIONS,
     bivariate_from_all_coalitions,
     bivariate_from_kernel,
@@ -23,9 +25,8 @@ from ..bivariate import (
     permutation_plan,
     permutation_rows,
 )
-from ..coalitions import MAX_COALITIONS, all_coalitions, check_choice, check_plan_size
-from ..game import CoalitionGame, prepare_game
-from ..graphs import FeatureGraph
+from ..plans.exact import all_coalitions
+from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ._common import check_order, default_graph_mask, resolve_graphs
 from ._options import check_generator
 

@@ -9,9 +9,9 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import all_coalitions
-from ..estimators import shapley_from_all_coalitions
-from ..game import prepare_game
+from ..engine.coalition_game import prepare_game
+from ..plans.exact import all_coalitions
+from ..plans.linear import shapley_from_all_coalitions
 from ._common import pack_attributions
 
 

@@ -10,9 +10,9 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import MAX_COALITIONS, check_choice, check_plan_size
-from ..game import CoalitionGame, prepare_game
-from ..sampling import (
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.sampling import (
     kernel_coalitions,
     kernel_shapley,
     mean_and_half_width,

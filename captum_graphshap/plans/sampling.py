@@ -22,8 +22,8 @@ import math
 import torch
 from torch import Tensor
 
-from .uncertainty.bayes import kernel_size_probabilities
-from .uncertainty.intervals import normal_quantile
+from ..uncertainty.bayes import kernel_size_probabilities
+from ..uncertainty.intervals import normal_quantile
 
 #: Bootstrap resamples of ``interval="bootstrap"``.
 BOOTSTRAP_RESAMPLES = 1000

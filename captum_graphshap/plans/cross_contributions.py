@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .features import feature_sums
+from ..engine.features import feature_sums
 
 ValueFn = Callable[..., Tensor]
 

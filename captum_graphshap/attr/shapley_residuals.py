@@ -10,9 +10,9 @@ from captum.attr import PerturbationAttribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..coalitions import all_coalitions
-from ..game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame, prepare_game
 from ..graphs import FeatureGraph
+from ..plans.exact import all_coalitions
 from ..uncertainty.local_residuals import (
     NeighbourhoodGames,
     local_residual_norms,

@@ -1,0 +1,623 @@
+"""The coalition engine: evaluate ``v(S)`` for many coalitions in few model calls.
+
+Every method of the package is a coalition plan, one call to this engine and
+an estimator. The engine turns boolean coalition masks over ``d`` features into
+perturbed inputs with ``torch.where`` (features in ``S`` keep the input, the
+rest take the baseline), deduplicates coalitions, packs many coalitions and
+examples into each forward call and returns one value per (example,
+coalition).
+
+Value of a coalition, for example ``n`` (DESIGN.md section 4)::
+
+    v_n(S) = g(f(x_n restricted to S, baseline elsewhere))[target_n]
+
+with ``g`` the identity (``value="output"``, Captum's default) or
+``log_softmax`` (``value="log_prob"``, the papers' score; the target then
+defaults to the class predicted on the full input). With ``references``, the
+baseline is replaced by each reference in turn and ``v`` is the mean over them
+(an empirical expectation over a background set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .._compat import (
+    BaselineType,
+    TargetType,
+    format_additional_forward_args,
+    format_baselines,
+    format_inputs,
+    format_references,
+    format_target,
+    output_flat_index,
+)
+from .features import FeatureMasks, format_feature_mask
+
+ValueKind = Literal["output", "log_prob"]
+VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
+
+#: With ``perturbations_per_eval=None`` a forward call gets about this many
+#: input elements: large enough to amortise Python overhead, small enough that
+#: activations stay in cache-friendly sizes (2^21 made a 400-token CNN 1.2-1.6x
+#: slower than 400 rows per call; benchmarks/lc_speed.py).
+AUTO_ELEMENTS_PER_CALL = 2**19
+
+
+def accumulation_dtype(device: torch.device) -> torch.dtype:
+    """Estimators accumulate in float64 (float32 on MPS, which lacks it)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+@dataclass
+class CoalitionGame:
+    """A batch of cooperative games defined by a model and its inputs.
+
+    Build it with :func:`prepare_game`, which validates every argument.
+    ``evaluate`` serves plans shared by the batch, ``evaluate_rows`` plans
+    that differ per example.
+    """
+
+    forward_func: Callable[..., Any]
+    inputs: tuple[Tensor, ...]
+    #: one ``(B, 1 or N, *S)`` tensor per input: B = 1 for a baseline,
+    #: B = number of references for a background set
+    backgrounds: tuple[Tensor, ...]
+    features: FeatureMasks
+    additional_args: tuple[Any, ...]
+    target: Tensor | None
+    value: ValueKind
+    perturbations_per_eval: int | None
+    #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
+    #: instead of ``where``
+    blend: tuple[bool, ...] = ()
+
+    @property
+    def batch_size(self) -> int:
+        return self.inputs[0].shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.features.num_features
+
+    @property
+    def device(self) -> torch.device:
+        return self.inputs[0].device
+
+    @property
+    def num_references(self) -> int:
+        return self.backgrounds[0].shape[0]
+
+    # ------------------------------------------------------------------ public
+
+    def evaluate(
+        self,
+        coalitions: Tensor,
+        *,
+        distinct: bool = False,
+        per_reference: bool = False,
+        show_progress: bool = False,
+        desc: str = "coalitions",
+    ) -> Tensor:
+        """Values of coalitions shared by the batch.
+
+        Parameters
+        ----------
+        coalitions:
+            ``(M, d)`` bool; row m is coalition S_m.
+        distinct:
+            The plan promises its rows are distinct, which skips deduplication.
+        per_reference:
+            Keep the value of each reference of a background set apart
+            instead of averaging them (intervals over references).
+
+        Returns
+        -------
+        ``(N, M)`` tensor in :func:`accumulation_dtype`; ``(N, M, B)`` with
+        ``per_reference`` (B = number of references, 1 for a baseline).
+        """
+        coalitions = self._check_coalitions(coalitions, ndim=2)
+        self.resolve_target()
+        if distinct:
+            unique, inverse = coalitions, None
+        else:
+            unique, inverse = unique_coalitions(coalitions)
+        units_per_call = max(1, self._rows_per_call() // self.batch_size)
+        totals = self._run(
+            unique,
+            example_index=None,
+            units_per_call=units_per_call,
+            show_progress=show_progress,
+            desc=desc,
+            per_reference=per_reference,
+        )  # (U, N) or (U * B, N)
+        if per_reference:
+            values = totals.view(unique.shape[0], self.num_references, -1).permute(2, 0, 1)
+            return values if inverse is None else values[:, inverse]
+        values = totals.T
+        return values if inverse is None else values[:, inverse]
+
+    def evaluate_rows(
+        self,
+        example_index: Tensor,
+        coalitions: Tensor,
+        *,
+        distinct: bool = False,
+        reference_index: Tensor | None = None,
+        show_progress: bool = False,
+        desc: str = "coalitions",
+    ) -> Tensor:
+        """Values of (example, coalition) rows, for plans that differ per example.
+
+        Parameters
+        ----------
+        example_index:
+            ``(R,)`` long, the example of each row.
+        coalitions:
+            ``(R, d)`` bool.
+        reference_index:
+            ``(R,)`` long: the row's single reference of the background set
+            (single-reference games, sampled references). None averages
+            every reference, as :meth:`evaluate` does.
+
+        Returns
+        -------
+        ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
+        evaluated once; ``distinct=True`` promises there are none.
+        """
+        coalitions = self._check_coalitions(coalitions, ndim=2)
+        self.resolve_target()
+        example_index = example_index.to(device=self.device, dtype=torch.long)
+        if example_index.shape != coalitions.shape[:1]:
+            raise ValueError("example_index must have one entry per coalition row.")
+        if reference_index is not None:
+            reference_index = reference_index.to(device=self.device, dtype=torch.long)
+            if reference_index.shape != coalitions.shape[:1]:
+                raise ValueError("reference_index must have one entry per coalition row.")
+        if distinct:
+            inverse = None
+        else:
+            example_index, coalitions, reference_index, inverse = _unique_rows(
+                example_index, coalitions, reference_index, self.batch_size, self.num_references
+            )
+        totals = self._run(
+            coalitions,
+            example_index=example_index,
+            units_per_call=self._rows_per_call(),
+            show_progress=show_progress,
+            desc=desc,
+            reference_index=reference_index,
+        )  # (U,)
+        return totals if inverse is None else totals[inverse]
+
+    def resolve_target(self) -> None:
+        """With ``value="log_prob"`` and no target, explain the predicted class.
+
+        Costs one forward pass over the unperturbed batch; called by the
+        ``evaluate`` methods, after every argument check.
+        """
+        if self.value != "log_prob" or self.target is not None:
+            return
+        with torch.no_grad():
+            output = self._call_model(self.inputs, self.additional_args)
+        if output.dim() != 2:
+            raise ValueError(
+                f'value="log_prob" needs a model output of shape (batch, classes), got '
+                f"{tuple(output.shape)}."
+            )
+        self.target = output.argmax(dim=1, keepdim=True)
+
+    def value_function(self) -> Callable[..., Tensor]:
+        """The game's value of whole input rows, differentiable (gradient methods).
+
+        ``fn(*tensors)`` runs the model on rows holding ``k`` stacked copies
+        of the batch (``k * N`` rows, copy-major) and returns one value per
+        row: the target output, or its log-softmax. Call
+        :meth:`resolve_target` first.
+        """
+
+        def values(*tensors: Tensor) -> Tensor:
+            copies = max(1, tensors[0].shape[0] // self.batch_size)
+            output = self._call_model(tensors, self._expand_args_repeat(copies))
+            flat_target = (
+                None if self.target is None else output_flat_index(self.target, output.shape[1:])
+            )
+            return self._select(output, flat_target, copies, None)
+
+        return values
+
+    def value_dtype(self) -> torch.dtype:
+        return accumulation_dtype(self.device)
+
+    def attribution_dtype(self) -> torch.dtype:
+        """Floating inputs keep their dtype; token ids get the default float."""
+        first = self.inputs[0]
+        return first.dtype if first.is_floating_point() else torch.get_default_dtype()
+
+    # ---------------------------------------------------------------- internals
+
+    def _check_coalitions(self, coalitions: Tensor, ndim: int) -> Tensor:
+        if coalitions.dim() != ndim or coalitions.shape[-1] != self.num_features:
+            raise ValueError(
+                f"coalitions must have shape (M, {self.num_features}), "
+                f"got {tuple(coalitions.shape)}."
+            )
+        return coalitions.to(device=self.device, dtype=torch.bool)
+
+    def _rows_per_call(self) -> int:
+        if self.perturbations_per_eval is not None:
+            return self.perturbations_per_eval * self.batch_size
+        elements = sum(t[0].numel() for t in self.inputs)
+        return max(1, AUTO_ELEMENTS_PER_CALL // max(1, elements))
+
+    def _run(
+        self,
+        coalitions: Tensor,
+        example_index: Tensor | None,
+        units_per_call: int,
+        show_progress: bool,
+        desc: str,
+        per_reference: bool = False,
+        reference_index: Tensor | None = None,
+    ) -> Tensor:
+        """Evaluate every (coalition, reference) unit; average over references.
+
+        With ``example_index`` None each unit covers the whole batch (rows
+        ordered unit-major, example-minor, as Captum's ``repeat`` expansion);
+        otherwise each unit is the single example ``example_index[u]``.
+        ``per_reference`` keeps one total per unit instead of averaging;
+        ``reference_index`` gives each row its own single reference.
+        """
+        count = coalitions.shape[0]
+        refs = 1 if reference_index is not None else self.num_references
+        units = count * refs
+        shared = example_index is None
+        width = self.batch_size if shared else 1
+        slots = units if per_reference else count
+        totals = torch.zeros(
+            (slots, self.batch_size) if shared else (slots,),
+            dtype=self.value_dtype(),
+            device=self.device,
+        )
+        flat_target: Tensor | None = None
+        arg_cache: dict[int, tuple[Any, ...]] = {}
+        buffers = _RowBuffers(self.inputs)
+        with (
+            torch.no_grad(),
+            tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
+        ):
+            for start in range(0, units, units_per_call):
+                unit = torch.arange(start, min(start + units_per_call, units), device=self.device)
+                coalition_id = unit // refs
+                if reference_index is not None:
+                    reference_id = reference_index[coalition_id]
+                else:
+                    reference_id = unit % refs
+                slot = unit if per_reference else coalition_id
+                if shared:
+                    # Without references the units are a contiguous slice: a view, no gather.
+                    block = (
+                        coalitions[start : start + unit.numel()]
+                        if refs == 1
+                        else coalitions[coalition_id]
+                    )
+                    perturbed = self._perturb_shared(block, reference_id, buffers)
+                    rows_example = None
+                    args = arg_cache.get(unit.numel())
+                    if args is None:
+                        args = self._expand_args_repeat(unit.numel())
+                        arg_cache[unit.numel()] = args
+                else:
+                    assert example_index is not None
+                    rows_example = example_index[coalition_id]
+                    perturbed = self._perturb_rows(
+                        coalitions[coalition_id], rows_example, reference_id, buffers
+                    )
+                    args = self._expand_args_index(rows_example)
+                output = self._call_model(perturbed, args)
+                if flat_target is None and self.target is not None:
+                    flat_target = output_flat_index(self.target, output.shape[1:])
+                row_values = self._select(output, flat_target, unit.numel(), rows_example)
+                if shared:
+                    totals.index_add_(0, slot, row_values.view(-1, self.batch_size))
+                else:
+                    totals.index_add_(0, slot, row_values)
+                bar.update(unit.numel() * width)
+        if refs > 1 and not per_reference:
+            totals /= refs
+        return totals
+
+    def _perturb_shared(
+        self, coalitions: Tensor, reference_id: Tensor, buffers: _RowBuffers
+    ) -> tuple[Tensor, ...]:
+        """``(P, d)`` coalitions x whole batch -> tensors of ``P * N`` rows."""
+        count = coalitions.shape[0]
+        weights = _Weights(coalitions)
+        out = []
+        for position, (tensor, mask, background) in enumerate(
+            zip(self.inputs, self.features.masks, self.backgrounds)
+        ):
+            source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
+            keep = _keep(source, mask, self.features.id_ranges[position]).view(count, *mask.shape)
+            base = background[reference_id] if background.shape[0] > 1 else background
+            rows = buffers.take(position, count * tensor.shape[0])
+            _fill(rows.view(count, *tensor.shape), keep, tensor.unsqueeze(0), base)
+            out.append(rows)
+        return tuple(out)
+
+    def _perturb_rows(
+        self, coalitions: Tensor, example: Tensor, reference_id: Tensor, buffers: _RowBuffers
+    ) -> tuple[Tensor, ...]:
+        """One row per (coalition, example) pair."""
+        weights = _Weights(coalitions)
+        out = []
+        for position, (tensor, mask, background) in enumerate(
+            zip(self.inputs, self.features.masks, self.backgrounds)
+        ):
+            source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
+            if mask.shape[0] == 1:
+                keep = _keep(source, mask, self.features.id_ranges[position]).view(
+                    -1, *mask.shape[1:]
+                )
+            else:
+                keep = source.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
+                    -1, *mask.shape[1:]
+                )
+            ref = background[reference_id]  # (R, 1 or N, *S)
+            base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
+            rows = buffers.take(position, len(example))
+            _fill(rows, keep, tensor[example], base)
+            out.append(rows)
+        return tuple(out)
+
+    def _expand_args_repeat(self, repeats: int) -> tuple[Any, ...]:
+        return tuple(
+            torch.cat([arg] * repeats, dim=0) if self._is_batched(arg) else arg
+            for arg in self.additional_args
+        )
+
+    def _expand_args_index(self, example: Tensor) -> tuple[Any, ...]:
+        return tuple(arg[example] if self._is_batched(arg) else arg for arg in self.additional_args)
+
+    def _is_batched(self, arg: Any) -> bool:
+        # Captum repeats every non-scalar tensor; we also leave alone tensors
+        # whose first dimension is not the batch (shared weights, lookup tables).
+        return isinstance(arg, Tensor) and arg.dim() > 0 and arg.shape[0] == self.batch_size
+
+    def _call_model(self, perturbed: tuple[Tensor, ...], args: tuple[Any, ...]) -> Tensor:
+        output = self.forward_func(*perturbed, *args)
+        rows = perturbed[0].shape[0]
+        if not isinstance(output, Tensor):
+            raise TypeError(
+                f"forward_func returned {type(output).__name__}; it must return a tensor "
+                "with one output per example (first dimension = batch)."
+            )
+        if output.dim() == 0 or output.shape[0] != rows:
+            raise ValueError(
+                f"forward_func returned shape {tuple(output.shape)} for a batch of {rows} "
+                "rows; it must return one output per row along the first dimension."
+            )
+        return output
+
+    def _select(
+        self, output: Tensor, flat_target: Tensor | None, units: int, rows_example: Tensor | None
+    ) -> Tensor:
+        rows = output.shape[0]
+        flat = output.reshape(rows, -1)
+        if self.value == "log_prob":
+            if output.dim() != 2:
+                raise ValueError(
+                    f'value="log_prob" needs a model output of shape (batch, classes), got '
+                    f"{tuple(output.shape)}."
+                )
+            flat = torch.log_softmax(flat.to(self.value_dtype()), dim=1)
+        if flat_target is None:
+            if flat.shape[1] != 1:
+                raise ValueError(
+                    f"the model output per example has shape {tuple(output.shape[1:])}; "
+                    "pass target= to choose one output (e.g. the class index)."
+                )
+            return flat[:, 0].to(self.value_dtype())
+        if rows_example is None:
+            index = flat_target.repeat(units)
+        else:
+            index = flat_target[rows_example]
+        return flat.gather(1, index[:, None])[:, 0].to(self.value_dtype())
+
+
+def _keep(coalitions: Tensor, mask: Tensor, id_range: tuple[int, int] | None) -> Tensor:
+    """``keep[p, e] = coalitions[p, mask[e]]`` for a shared mask.
+
+    A mask numbering its elements in order is a slice (a view, no copy).
+    Otherwise ``gather`` with an expanded index, several times faster than
+    advanced indexing ``coalitions[:, mask]``, which dominated the
+    perturbation cost of image inputs.
+    """
+    if id_range is not None:
+        return coalitions[:, id_range[0] : id_range[1]]
+    flat = mask.reshape(-1)
+    return coalitions.gather(1, flat.expand(coalitions.shape[0], -1))
+
+
+class _Weights:
+    """The chunk's coalitions as bool or as a 0/1 float of an input's dtype.
+
+    Converting the small ``(P, d)`` block once, before it is expanded to
+    every element, is cheaper than converting the expanded mask per input.
+    """
+
+    def __init__(self, coalitions: Tensor) -> None:
+        self.by_dtype: dict[torch.dtype, Tensor] = {torch.bool: coalitions}
+
+    def as_type(self, dtype: torch.dtype) -> Tensor:
+        if dtype not in self.by_dtype:
+            self.by_dtype[dtype] = self.by_dtype[torch.bool].to(dtype)
+        return self.by_dtype[dtype]
+
+
+def _fill(out: Tensor, keep: Tensor, present: Tensor, absent: Tensor) -> None:
+    """``out = where(keep, present, absent)``, broadcasting.
+
+    A floating ``keep`` (0/1 of the input's dtype) selects ``lerp(absent,
+    present, keep)``: the same bits (ATen evaluates weight 1 as
+    ``end - diff * 0`` and weight 0 as ``start + 0 * diff``, exact whenever
+    ``diff`` is finite, which :func:`prepare_game` checks) at about twice the
+    speed of ``where`` with a broadcast condition on CPU.
+    """
+    if keep.dtype == torch.bool:
+        torch.where(keep, present, absent, out=out)
+    else:
+        torch.lerp(absent, present, keep, out=out)
+
+
+class _RowBuffers:
+    """One reusable input buffer per input tensor.
+
+    A fresh multi-megabyte tensor per model call costs page faults comparable
+    to a small model's forward pass; writing every chunk into the same
+    buffer (``torch.where(..., out=)``) keeps it warm. Each chunk's output is
+    reduced to values before the next chunk overwrites the buffer.
+    """
+
+    def __init__(self, inputs: tuple[Tensor, ...]) -> None:
+        self.inputs = inputs
+        self.buffers: list[Tensor | None] = [None] * len(inputs)
+
+    def take(self, position: int, rows: int) -> Tensor:
+        buffer = self.buffers[position]
+        if buffer is None or buffer.shape[0] < rows:
+            template = self.inputs[position]
+            buffer = template.new_empty((rows, *template.shape[1:]))
+            self.buffers[position] = buffer
+        return buffer[:rows]
+
+
+def prepare_game(
+    forward_func: Callable[..., Any],
+    inputs: Any,
+    baselines: BaselineType = None,
+    target: TargetType = None,
+    additional_forward_args: Any = None,
+    feature_mask: Any = None,
+    perturbations_per_eval: int | None = None,
+    *,
+    references: Any = None,
+    value: str = "output",
+) -> tuple[CoalitionGame, bool]:
+    """Validate Captum-style arguments and build a :class:`CoalitionGame`.
+
+    Returns the game and whether ``inputs`` was a tuple. Every check here runs
+    before any model call; this function calls no model.
+    """
+    if not callable(forward_func):
+        raise TypeError(f"forward_func must be callable, got {type(forward_func).__name__}.")
+    tensors, is_tuple = format_inputs(inputs)
+    if value not in VALUE_KINDS:
+        raise ValueError(f"value must be one of {VALUE_KINDS}, got {value!r}.")
+    if perturbations_per_eval is not None:
+        if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int):
+            raise TypeError(
+                f"perturbations_per_eval must be a positive int or None, got "
+                f"{type(perturbations_per_eval).__name__}."
+            )
+        if perturbations_per_eval < 1:
+            raise ValueError(f"perturbations_per_eval must be >= 1, got {perturbations_per_eval}.")
+    if references is not None:
+        if baselines is not None:
+            raise ValueError(
+                "pass either baselines (one reference point) or references (a background "
+                "set to average over), not both."
+            )
+        backgrounds = tuple(r.unsqueeze(1) for r in format_references(references, tensors))
+    else:
+        backgrounds = tuple(b.unsqueeze(0) for b in format_baselines(baselines, tensors))
+    features = format_feature_mask(feature_mask, tensors)
+    device = tensors[0].device
+    flat_target = format_target(target, tensors[0].shape[0], device)
+    args = format_additional_forward_args(additional_forward_args)
+    game = CoalitionGame(
+        forward_func=forward_func,
+        inputs=tensors,
+        backgrounds=backgrounds,
+        features=features,
+        additional_args=args,
+        target=flat_target,
+        value=value,  # type: ignore[arg-type]
+        perturbations_per_eval=perturbations_per_eval,
+        blend=tuple(_can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
+    )
+    return game, is_tuple
+
+
+def _can_blend(tensor: Tensor, background: Tensor) -> bool:
+    """Whether ``lerp`` reproduces ``where`` exactly: floating values whose
+    differences cannot overflow (``max|x| + max|b|`` below the dtype's max)."""
+    if not tensor.is_floating_point():
+        return False
+    largest = float(tensor.detach().abs().max()) + float(background.detach().abs().max())
+    return largest < torch.finfo(tensor.dtype).max
+
+
+def _unique_rows(
+    example_index: Tensor,
+    coalitions: Tensor,
+    reference_index: Tensor | None,
+    batch: int,
+    references: int,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Distinct (example, coalition, reference) rows and the inverse index.
+
+    When the three fit in 62 bits they are packed into one int64 code per
+    row (a 1-D sort, several times faster than a lexicographic ``unique``
+    over ``d + 2`` columns); otherwise the columns are compared.
+    """
+    d = coalitions.shape[1]
+    reference_bits = 0 if reference_index is None else max(1, (references - 1).bit_length())
+    example_bits = max(1, (batch - 1).bit_length())
+    if d + reference_bits + example_bits <= 62:
+        weights = torch.ones(d, dtype=torch.long, device=coalitions.device) << torch.arange(
+            d, device=coalitions.device
+        )
+        codes = (coalitions.long() * weights).sum(dim=1) | (example_index << d)
+        if reference_index is not None:
+            codes |= reference_index << (d + example_bits)
+        unique_codes, inverse = torch.unique(codes, return_inverse=True)
+        unique_coalitions = (unique_codes[:, None] & weights) != 0
+        examples = (unique_codes >> d) & ((1 << example_bits) - 1)
+        unique_references = None if reference_index is None else unique_codes >> (d + example_bits)
+        return examples, unique_coalitions, unique_references, inverse
+    columns = [example_index[:, None], coalitions.long()]
+    if reference_index is not None:
+        columns.append(reference_index[:, None])
+    unique_keys, inverse = torch.unique(torch.cat(columns, dim=1), dim=0, return_inverse=True)
+    return (
+        unique_keys[:, 0],
+        unique_keys[:, 1 : 1 + d].bool(),
+        None if reference_index is None else unique_keys[:, -1],
+        inverse,
+    )
+
+
+def unique_coalitions(coalitions: Tensor) -> tuple[Tensor, Tensor]:
+    """Distinct rows of a ``(M, d)`` bool matrix and the inverse index.
+
+    Up to 62 features the rows are packed into int64 codes, which makes the
+    deduplication a 1-D sort instead of a lexicographic one.
+    """
+    d = coalitions.shape[1]
+    if d <= 62:
+        weights = torch.ones(d, dtype=torch.long, device=coalitions.device) << torch.arange(
+            d, device=coalitions.device
+        )
+        codes = (coalitions.long() * weights).sum(dim=1)
+        unique_codes, inverse = torch.unique(codes, return_inverse=True)
+        unique = (unique_codes[:, None] & weights) != 0
+        return unique, inverse
+    unique, inverse = torch.unique(coalitions, dim=0, return_inverse=True)
+    return unique, inverse
