@@ -468,8 +468,8 @@ def print_claim(c_shapley: Explained, kernel_shap: Explained) -> None:
 def masking_benchmark(n_digits: int, kernel_digits: int, device: torch.device) -> None:
     digits = train_digits(n_digits, device)
     grid = GridGraph(8, 8)
-    budget_small = l_shapley_plan(grid, 1)[0].shape[0]
-    budget_large = c_shapley_plan(grid, 2)[0].shape[0]
+    budget_small = len(l_shapley_plan(grid, 1))
+    budget_large = len(c_shapley_plan(grid, 2))
     methods = digit_methods(digits, budget_small, budget_large, kernel_digits)
     results = [
         explain_digits(digits, name, explain, count) for name, (explain, count) in methods.items()

@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.plan import Plan
 from ..graphs import FeatureGraph, default_feature_mask, infer_graph
-from ..plans.linear import SparseLinearMap
 from ..uncertainty.intervals import check_confidence, interval_over_references
 from ._options import check_flag
 
@@ -97,13 +97,13 @@ def _inferred_graph(game: CoalitionGame) -> FeatureGraph:
     return infer_graph(shape, mask)
 
 
-Plan = Callable[[FeatureGraph], tuple[Tensor, SparseLinearMap]]
+PlanBuilder = Callable[[FeatureGraph], Plan]
 
 
 def explain_on_graphs(
     game: CoalitionGame,
     graphs: FeatureGraph | list[FeatureGraph],
-    plan: Plan,
+    plan: PlanBuilder,
     show_progress: bool,
     desc: str,
     per_reference: bool = False,
@@ -117,24 +117,26 @@ def explain_on_graphs(
     single-reference game are kept apart: ``(N, d, B)``.
     """
     if isinstance(graphs, FeatureGraph):
-        coalitions, linear = plan(graphs)
+        built = plan(graphs)
+        linear = built.estimator
         values = game.evaluate(
-            coalitions,
+            built.coalitions,
             distinct=True,
             per_reference=per_reference,
             show_progress=show_progress,
             desc=desc,
         )
         if not per_reference:
-            return linear.apply(values)
+            return linear(values)
         batch, count, refs = values.shape
-        per_row = linear.apply(values.permute(0, 2, 1).reshape(batch * refs, count))
+        per_row = linear(values.permute(0, 2, 1).reshape(batch * refs, count))
         return per_row.view(batch, refs, -1).permute(0, 2, 1)
     d = game.num_features
     refs = game.num_references if per_reference else 1
     plans = [plan(g) for g in graphs]
     blocks = []
-    for coalitions, _ in plans:
+    for built in plans:
+        coalitions = built.coalitions.dense()
         padded = torch.zeros(coalitions.shape[0], d, dtype=torch.bool)
         padded[:, : coalitions.shape[1]] = coalitions
         blocks.append(padded)
@@ -156,14 +158,15 @@ def explain_on_graphs(
         desc=desc,
     ).view(refs, -1)
     per_feature = values.new_zeros(game.batch_size, d, refs)
-    for example, (chunk, (_, linear)) in enumerate(zip(values.split(sizes, dim=1), plans)):
-        per_feature[example, : linear.num_outputs] = linear.apply(chunk).T
+    for example, (chunk, built) in enumerate(zip(values.split(sizes, dim=1), plans)):
+        per_example = built.estimator(chunk).T
+        per_feature[example, : per_example.shape[0]] = per_example
     return per_feature if per_reference else per_feature[..., 0]
 
 
 def attribute_on_graphs(
     forward_func: Callable[..., Any],
-    plan: Plan,
+    plan: PlanBuilder,
     desc: str,
     inputs: Any,
     baselines: Any,

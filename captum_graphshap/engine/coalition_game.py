@@ -39,6 +39,7 @@ from .._compat import (
     output_flat_index,
 )
 from .features import FeatureMasks, format_feature_mask
+from .plan import CoalitionSet
 
 ValueKind = Literal["output", "log_prob"]
 VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
@@ -98,7 +99,7 @@ class CoalitionGame:
 
     def evaluate(
         self,
-        coalitions: Tensor,
+        coalitions: Tensor | CoalitionSet,
         *,
         distinct: bool = False,
         per_reference: bool = False,
@@ -146,7 +147,7 @@ class CoalitionGame:
     def evaluate_rows(
         self,
         example_index: Tensor,
-        coalitions: Tensor,
+        coalitions: Tensor | CoalitionSet,
         *,
         distinct: bool = False,
         reference_index: Tensor | None = None,
@@ -242,7 +243,9 @@ class CoalitionGame:
 
     # ---------------------------------------------------------------- internals
 
-    def _check_coalitions(self, coalitions: Tensor, ndim: int) -> Tensor:
+    def _check_coalitions(self, coalitions: Tensor | CoalitionSet, ndim: int) -> Tensor:
+        if isinstance(coalitions, CoalitionSet):  # TODO(engine): expand per chunk
+            coalitions = coalitions.dense()
         if coalitions.dim() != ndim or coalitions.shape[-1] != self.num_features:
             raise ValueError(
                 f"coalitions must have shape (M, {self.num_features}), "

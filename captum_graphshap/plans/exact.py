@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_plan_size
@@ -68,7 +69,7 @@ class _PlanBuilder:
         self.add(feature, with_feature, weight)
         self.add(feature, with_feature & ~(1 << feature), -weight)
 
-    def build(self) -> tuple[Tensor, SparseLinearMap]:
+    def build(self) -> Plan:
         masks = list(self.column)  # insertion order = column order
         coalitions = torch.from_numpy(_masks_to_rows(masks, self.num_nodes).copy())
         linear = SparseLinearMap(
@@ -77,12 +78,10 @@ class _PlanBuilder:
             torch.tensor(self.coeffs, dtype=torch.float64),
             self.num_nodes,
         )
-        return coalitions, linear
+        return Plan(DenseCoalitions(coalitions), linear, distinct=True)
 
 
-def myerson_plan(
-    graph: FeatureGraph, limit: int = MAX_COALITIONS
-) -> tuple[Tensor, SparseLinearMap]:
+def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
     """Coalitions and linear estimator of the Myerson value on ``graph``.
 
     The plan is the empty set and every connected set. For a player i and a
@@ -95,7 +94,7 @@ def myerson_plan(
 
 
 @functools.lru_cache(maxsize=64)
-def _myerson_plan_cached(graph: FeatureGraph, limit: int) -> tuple[Tensor, SparseLinearMap]:
+def _myerson_plan_cached(graph: FeatureGraph, limit: int) -> Plan:
     try:
         connected = graph.all_connected_subsets(max_count=limit - 1)
     except ValueError as error:

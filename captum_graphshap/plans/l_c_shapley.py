@@ -6,8 +6,8 @@ import functools
 import math
 
 import torch
-from torch import Tensor
 
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph, GridGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .exact import _PlanBuilder
@@ -20,7 +20,7 @@ C_WEIGHTS = ("myerson", "paper")
 
 def l_shapley_plan(
     graph: FeatureGraph, k: int, context: str = "baseline", limit: int = MAX_COALITIONS
-) -> tuple[Tensor, SparseLinearMap]:
+) -> Plan:
     """L-Shapley (Chen et al. 2019, Eq. 5): each feature's exact Shapley value
     in the game restricted to its neighbourhood ``N_k(i)``.
 
@@ -35,9 +35,7 @@ def l_shapley_plan(
 
 
 @functools.lru_cache(maxsize=64)
-def _l_shapley_plan_cached(
-    graph: FeatureGraph, k: int, context: str
-) -> tuple[Tensor, SparseLinearMap]:
+def _l_shapley_plan_cached(graph: FeatureGraph, k: int, context: str) -> Plan:
     n = graph.num_nodes
     full = (1 << n) - 1
     plan = _PlanBuilder(n)
@@ -59,7 +57,7 @@ def c_shapley_plan(
     context: str = "baseline",
     weights: str = "myerson",
     limit: int = MAX_COALITIONS,
-) -> tuple[Tensor, SparseLinearMap]:
+) -> Plan:
     """C-Shapley (Chen et al. 2019, Eq. 6): marginal contributions of each
     feature to the connected sets ``U`` of its neighbourhood that contain it.
 
@@ -77,7 +75,7 @@ def c_shapley_plan(
 @functools.lru_cache(maxsize=64)
 def _c_shapley_plan_cached(
     graph: FeatureGraph, k: int, context: str, weights: str, limit: int
-) -> tuple[Tensor, SparseLinearMap]:
+) -> Plan:
     n = graph.num_nodes
     full = (1 << n) - 1
     plan = _PlanBuilder(n)
@@ -104,9 +102,7 @@ def _c_shapley_plan_cached(
     return plan.build()
 
 
-def c_shapley_regression_plan(
-    graph: FeatureGraph, k: int, limit: int = MAX_COALITIONS
-) -> tuple[Tensor, SparseLinearMap]:
+def c_shapley_regression_plan(graph: FeatureGraph, k: int, limit: int = MAX_COALITIONS) -> Plan:
     """C-Shapley by regression (Chen et al. 2019, Sec. 4.3.2).
 
     KernelSHAP-weighted least squares of ``v(S) - v(empty)`` on the members
@@ -126,7 +122,7 @@ def c_shapley_regression_plan(
 @functools.lru_cache(maxsize=32)
 def _regression_plan_cached(
     graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit: int
-) -> tuple[Tensor, SparseLinearMap]:
+) -> Plan:
     n = graph.num_nodes
     full = (1 << n) - 1
     family = _small_sets(graph, k, grid, limit)
@@ -161,7 +157,7 @@ def _regression_plan_cached(
     coalitions = torch.from_numpy(_masks_to_rows(masks, n).copy())
     feature, column = torch.meshgrid(torch.arange(n), torch.arange(len(masks)), indexing="ij")
     linear = SparseLinearMap(feature.reshape(-1), column.reshape(-1), coeffs.reshape(-1), n)
-    return coalitions, linear
+    return Plan(DenseCoalitions(coalitions), linear, distinct=True)
 
 
 def _small_sets(graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit: int) -> list[int]:

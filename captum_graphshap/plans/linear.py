@@ -113,6 +113,9 @@ class SparseLinearMap:
             self.num_outputs,
         )
 
+    def __call__(self, values: Tensor) -> Tensor:
+        return self.apply(values)
+
     def apply(self, values: Tensor) -> Tensor:
         """``(N, M)`` values -> ``(N, num_outputs)``."""
         linear = self.to(values.device, values.dtype)

@@ -1,0 +1,243 @@
+"""The plan type: which coalitions to evaluate, and the estimator that reads their values.
+
+A plan never holds a dense ``(M, d)`` matrix unless it is small: coalitions are
+stored in the form whose memory grows with what defines them, and the engine
+expands them into boolean rows one chunk at a time (:meth:`CoalitionSet.take`).
+
+* :class:`DenseCoalitions`: a ``(M, d)`` bool matrix, for plans that are
+  small by construction (exact Shapley up to ``d = 20``, sampled kernels);
+* :class:`MemberCoalitions`: member ids per coalition (CSR), optionally
+  complemented (``D`` minus the members), for graph plans whose coalitions
+  have a few members each, or all but a few;
+* :class:`PrefixCoalitions`: the ``d + 1`` prefixes of sampled orderings,
+  stored as the orderings' ranks.
+
+Deduplication works on 64-bit keys computed from the stored form
+(:meth:`CoalitionSet.weighted_sums`), so its memory is a few words per
+coalition, never ``d`` bits per coalition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+#: Coalitions expanded at once when a key is computed from dense rows.
+KEY_CHUNK_ELEMENTS = 2**24
+
+
+class CoalitionSet:
+    """``M`` coalitions over ``d`` features, expandable to bool rows on demand."""
+
+    num_features: int
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device:
+        raise NotImplementedError
+
+    def take(self, index: Tensor) -> Tensor:
+        """Bool ``(len(index), d)`` rows of the coalitions ``index``, on ``index``'s device."""
+        raise NotImplementedError
+
+    def dense(self) -> Tensor:
+        """Every coalition as a bool ``(M, d)`` matrix (tests and small plans only)."""
+        return self.take(torch.arange(len(self), device=self.device))
+
+    def weighted_sums(self, weights: Tensor) -> Tensor:
+        """``out[m, l] = sum_{i in S_m} weights[i, l]`` with int64 wrap-around.
+
+        ``weights`` is ``(d, L)`` int64. With ``weights[i] = 2^i`` the sum is
+        the exact bit code of ``S_m``; with random words it is a Zobrist hash.
+        The default expands chunks of rows; subclasses compute it from their
+        stored form.
+        """
+        count = len(self)
+        out = torch.empty((count, weights.shape[1]), dtype=torch.long, device=weights.device)
+        step = max(1, KEY_CHUNK_ELEMENTS // max(1, self.num_features * weights.shape[1]))
+        for start in range(0, count, step):
+            index = torch.arange(start, min(start + step, count), device=weights.device)
+            rows = self.take(index).long()
+            out[start : start + len(index)] = (rows.unsqueeze(-1) * weights).sum(dim=1)
+        return out
+
+
+class DenseCoalitions(CoalitionSet):
+    """A bool ``(M, d)`` matrix, one row a coalition."""
+
+    def __init__(self, matrix: Tensor) -> None:
+        if matrix.dim() != 2:
+            raise ValueError(f"coalitions must be a (M, d) matrix, got {tuple(matrix.shape)}.")
+        self.matrix = matrix.to(torch.bool)
+        self.num_features = matrix.shape[1]
+
+    def __len__(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.matrix.device
+
+    def take(self, index: Tensor) -> Tensor:
+        return self.matrix.to(index.device)[index]
+
+    def dense(self) -> Tensor:
+        return self.matrix
+
+
+class MemberCoalitions(CoalitionSet):
+    """Coalitions stored by their members: ``members[offsets[m]:offsets[m + 1]]``.
+
+    With ``complement[m]`` True, coalition ``m`` is every feature *except*
+    those members (C-/L-Shapley with ``context="input"``: the ball's absent
+    members, all else present). Memory is one id per listed member.
+    """
+
+    def __init__(
+        self,
+        members: Tensor,
+        offsets: Tensor,
+        num_features: int,
+        complement: Tensor | None = None,
+    ) -> None:
+        self.members = members.to(torch.long)
+        self.offsets = offsets.to(device=self.members.device, dtype=torch.long)
+        self.num_features = num_features
+        self.complement = (
+            None if complement is None else complement.to(self.members.device, torch.bool)
+        )
+
+    @classmethod
+    def from_padded(
+        cls, padded: Tensor, num_features: int, complement: Tensor | None = None
+    ) -> MemberCoalitions:
+        """From a ``(M, w)`` long matrix of member ids, ``-1`` for none."""
+        valid = padded >= 0
+        offsets = torch.zeros(padded.shape[0] + 1, dtype=torch.long, device=padded.device)
+        offsets[1:] = valid.sum(dim=1).cumsum(0)
+        return cls(padded[valid], offsets, num_features, complement)
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    @property
+    def device(self) -> torch.device:
+        return self.members.device
+
+    def _row_members(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        """``(row, member)`` pairs of the coalitions ``index``, row in ``0..len(index)``."""
+        index = index.to(self.device)
+        starts = self.offsets[index]
+        lengths = self.offsets[index + 1] - starts
+        row = torch.repeat_interleave(torch.arange(len(index), device=self.device), lengths)
+        first = torch.cumsum(lengths, 0) - lengths
+        position = starts[row] + torch.arange(row.shape[0], device=self.device) - first[row]
+        return row, self.members[position]
+
+    def take(self, index: Tensor) -> Tensor:
+        row, member = self._row_members(index)
+        out = torch.zeros((len(index), self.num_features), dtype=torch.bool, device=self.device)
+        out[row, member] = True
+        if self.complement is not None:
+            out ^= self.complement[index.to(self.device)][:, None]
+        return out.to(index.device)
+
+    def weighted_sums(self, weights: Tensor) -> Tensor:
+        weights = weights.to(self.device)
+        everything = torch.arange(len(self), device=self.device)
+        row, member = self._row_members(everything)
+        out = torch.zeros((len(self), weights.shape[1]), dtype=torch.long, device=self.device)
+        out.index_add_(0, row, weights[member])
+        if self.complement is not None:
+            total = weights.sum(dim=0, keepdim=True)
+            out = torch.where(self.complement[:, None], total - out, out)
+        return out
+
+
+class PrefixCoalitions(CoalitionSet):
+    """The ``d + 1`` prefixes of each sampled ordering, ordering-major.
+
+    ``ranks[o, i]`` is the position of feature i in ordering o; row
+    ``o * (d + 1) + m`` is the set of the first ``m`` features of ordering o.
+    """
+
+    def __init__(self, ranks: Tensor) -> None:
+        self.ranks = ranks.reshape(-1, ranks.shape[-1])
+        self.num_features = self.ranks.shape[1]
+
+    def __len__(self) -> int:
+        return self.ranks.shape[0] * (self.num_features + 1)
+
+    @property
+    def device(self) -> torch.device:
+        return self.ranks.device
+
+    def take(self, index: Tensor) -> Tensor:
+        index = index.to(self.device)
+        ordering = index // (self.num_features + 1)
+        size = index % (self.num_features + 1)
+        return self.ranks[ordering] < size[:, None]
+
+    def weighted_sums(self, weights: Tensor) -> Tensor:
+        weights = weights.to(self.device)
+        order = torch.argsort(self.ranks, dim=1)  # features in the order they join
+        joined = weights[order]  # (O, d, L)
+        sums = torch.cumsum(joined, dim=1)
+        zeros = torch.zeros_like(sums[:, :1])
+        return torch.cat([zeros, sums], dim=1).reshape(-1, weights.shape[1])
+
+
+Estimator = Callable[[Tensor], Tensor]
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A coalition plan and its estimator: the whole method, less the model.
+
+    ``estimator`` maps the plan's values to per-feature attributions: for a
+    plan shared by the batch (``example_index`` None), ``(N, M)`` values to
+    ``(N, d)``; for a plan whose rows belong to single examples, the
+    ``(M,)`` values to ``(N, d)``. ``distinct`` promises the coalitions (per
+    example) are distinct, which skips deduplication.
+    """
+
+    coalitions: CoalitionSet
+    estimator: Estimator
+    example_index: Tensor | None = None
+    distinct: bool = False
+
+    def __len__(self) -> int:
+        return len(self.coalitions)
+
+    @property
+    def shared(self) -> bool:
+        return self.example_index is None
+
+
+def as_coalition_set(coalitions: Tensor | CoalitionSet) -> CoalitionSet:
+    """A :class:`CoalitionSet` from a dense bool matrix or an existing set."""
+    return coalitions if isinstance(coalitions, CoalitionSet) else DenseCoalitions(coalitions)
+
+
+def coalition_keys(coalitions: CoalitionSet, extra_bits: int = 0) -> Tensor:
+    """Keys equal exactly when coalitions are equal: ``(M, 1)`` or ``(M, 2)`` int64.
+
+    Up to ``62 - extra_bits`` features the key is the bit code itself (exact);
+    beyond, two independent 64-bit Zobrist hashes (a collision among a
+    million coalitions has probability about ``2^-88``).
+    """
+    d = coalitions.num_features
+    device = coalitions.device
+    if d + extra_bits <= 62:
+        weights = torch.ones(d, dtype=torch.long, device=device) << torch.arange(d, device=device)
+        return coalitions.weighted_sums(weights[:, None])
+    generator = torch.Generator(device="cpu").manual_seed(0x5EED)
+    words = torch.randint(-(2**63), 2**63 - 1, (d, 2), dtype=torch.long, generator=generator).to(
+        device
+    )
+    return coalitions.weighted_sums(words)
