@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from captum.attr import PerturbationAttribution
-from torch import Tensor
-
-from .._compat import BaselineType, TargetType
-from ..graphs import FeatureGraph
 from ..plans.exact import myerson_plan
-from ._common import attribute_on_graphs
+from .graph_family import GraphAttribution, PlanBuilder
 
 
-class MyersonValue(PerturbationAttribution):
+class MyersonValue(GraphAttribution):
     r"""The Myerson value of the model's game on a feature graph.
 
     The Shapley value of the graph-restricted game
@@ -26,58 +20,17 @@ class MyersonValue(PerturbationAttribution):
     decomposes over the connected components of the present features. It is
     what C-Shapley converges to as its order grows. Efficiency holds on a
     connected graph: the values sum to :math:`f(x) - f(\text{baseline})`.
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import LineGraph, MyersonValue
+        >>> model = torch.nn.Linear(6, 1)
+        >>> phi = MyersonValue(model).attribute(torch.ones(1, 6), target=0, graph=LineGraph(6))
+        >>> phi.shape
+        torch.Size([1, 6])
     """
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: the model, or any function of the inputs returning a
-                tensor with one row per example.
-        """
-        super().__init__(forward_func)
+    method_name = "MyersonValue"
 
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        graph: FeatureGraph | Sequence[FeatureGraph] | None = None,
-        references: Tensor | tuple[Tensor, ...] | None = None,
-        value: str = "output",
-    ) -> Tensor | tuple[Tensor, ...]:
-        """Myerson values of each feature, in the inputs' shapes.
-
-        Arguments shared with Captum mean what they mean in
-        :meth:`ExactShapley.attribute`; without ``feature_mask``, an image's
-        channels are grouped per pixel.
-
-        Args:
-            graph: a :class:`~captum_graphshap.graphs.FeatureGraph` whose
-                nodes are the feature ids, or a list with one graph per
-                example. None infers a line for ``(N, L)`` inputs, a pixel
-                grid for images, or the adjacency of the regions of
-                ``feature_mask``.
-
-        Returns:
-            Attributions with the shape, dtype and type of ``inputs``.
-        """
-        return attribute_on_graphs(
-            self.forward_func,
-            myerson_plan,
-            "MyersonValue",
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            perturbations_per_eval,
-            show_progress,
-            graph,
-            references,
-            value,
-        )
+    def graph_plan(self, options: Any) -> PlanBuilder:
+        return myerson_plan

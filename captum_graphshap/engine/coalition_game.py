@@ -21,6 +21,7 @@ baseline is replaced by each reference in turn and ``v`` is the mean over them
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ from .._compat import (
     output_flat_index,
 )
 from .features import FeatureMasks, format_feature_mask
-from .plan import CoalitionSet
+from .plan import CoalitionSet, DenseCoalitions, coalition_keys
 
 ValueKind = Literal["output", "log_prob"]
 VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
@@ -78,6 +79,15 @@ class CoalitionGame:
     #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
     #: instead of ``where``
     blend: tuple[bool, ...] = ()
+    #: ``(N,)`` model evaluations made so far per example (forward rows, and
+    #: derivative passes as forward equivalents); one game serves one call
+    evaluations: Tensor = dataclasses.field(default_factory=lambda: torch.zeros(0))
+
+    def __post_init__(self) -> None:
+        if self.evaluations.numel() != self.batch_size:
+            self.evaluations = torch.zeros(
+                self.batch_size, dtype=torch.long, device=self.device
+            )
 
     @property
     def batch_size(self) -> int:
@@ -111,7 +121,8 @@ class CoalitionGame:
         Parameters
         ----------
         coalitions:
-            ``(M, d)`` bool; row m is coalition S_m.
+            ``(M, d)`` bool, or a :class:`~.plan.CoalitionSet` expanded one
+            chunk at a time; row m is coalition S_m.
         distinct:
             The plan promises its rows are distinct, which skips deduplication.
         per_reference:
@@ -123,23 +134,24 @@ class CoalitionGame:
         ``(N, M)`` tensor in :func:`accumulation_dtype`; ``(N, M, B)`` with
         ``per_reference`` (B = number of references, 1 for a baseline).
         """
-        coalitions = self._check_coalitions(coalitions, ndim=2)
+        store = self._check_coalitions(coalitions)
         self.resolve_target()
         if distinct:
-            unique, inverse = coalitions, None
+            representative, inverse = None, None
         else:
-            unique, inverse = unique_coalitions(coalitions)
+            representative, inverse = _distinct(coalition_keys(store))
         units_per_call = max(1, self._rows_per_call() // self.batch_size)
         totals = self._run(
-            unique,
+            _RowSource(store, representative),
             example_index=None,
             units_per_call=units_per_call,
             show_progress=show_progress,
             desc=desc,
             per_reference=per_reference,
         )  # (U, N) or (U * B, N)
+        count = len(store) if representative is None else representative.shape[0]
         if per_reference:
-            values = totals.view(unique.shape[0], self.num_references, -1).permute(2, 0, 1)
+            values = totals.view(count, self.num_references, -1).permute(2, 0, 1)
             return values if inverse is None else values[:, inverse]
         values = totals.T
         return values if inverse is None else values[:, inverse]
@@ -161,7 +173,7 @@ class CoalitionGame:
         example_index:
             ``(R,)`` long, the example of each row.
         coalitions:
-            ``(R, d)`` bool.
+            ``(R, d)`` bool or a :class:`~.plan.CoalitionSet` of R rows.
         reference_index:
             ``(R,)`` long: the row's single reference of the background set
             (single-reference games, sampled references). None averages
@@ -172,23 +184,24 @@ class CoalitionGame:
         ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
         evaluated once; ``distinct=True`` promises there are none.
         """
-        coalitions = self._check_coalitions(coalitions, ndim=2)
+        store = self._check_coalitions(coalitions)
         self.resolve_target()
         example_index = example_index.to(device=self.device, dtype=torch.long)
-        if example_index.shape != coalitions.shape[:1]:
+        if example_index.shape != (len(store),):
             raise ValueError("example_index must have one entry per coalition row.")
         if reference_index is not None:
             reference_index = reference_index.to(device=self.device, dtype=torch.long)
-            if reference_index.shape != coalitions.shape[:1]:
+            if reference_index.shape != (len(store),):
                 raise ValueError("reference_index must have one entry per coalition row.")
-        if distinct:
-            inverse = None
-        else:
-            example_index, coalitions, reference_index, inverse = _unique_rows(
-                example_index, coalitions, reference_index, self.batch_size, self.num_references
-            )
+        representative = inverse = None
+        if not distinct:
+            keys = _row_keys(store, example_index, reference_index, self.batch_size)
+            representative, inverse = _distinct(keys)
+            example_index = example_index[representative]
+            if reference_index is not None:
+                reference_index = reference_index[representative]
         totals = self._run(
-            coalitions,
+            _RowSource(store, representative),
             example_index=example_index,
             units_per_call=self._rows_per_call(),
             show_progress=show_progress,
@@ -207,6 +220,7 @@ class CoalitionGame:
             return
         with torch.no_grad():
             output = self._call_model(self.inputs, self.additional_args)
+        self.evaluations += 1
         if output.dim() != 2:
             raise ValueError(
                 f'value="log_prob" needs a model output of shape (batch, classes), got '
@@ -243,15 +257,20 @@ class CoalitionGame:
 
     # ---------------------------------------------------------------- internals
 
-    def _check_coalitions(self, coalitions: Tensor | CoalitionSet, ndim: int) -> Tensor:
-        if isinstance(coalitions, CoalitionSet):  # TODO(engine): expand per chunk
-            coalitions = coalitions.dense()
-        if coalitions.dim() != ndim or coalitions.shape[-1] != self.num_features:
+    def _check_coalitions(self, coalitions: Tensor | CoalitionSet) -> CoalitionSet:
+        if isinstance(coalitions, Tensor):
+            if coalitions.dim() != 2:
+                raise ValueError(
+                    f"coalitions must have shape (M, {self.num_features}), "
+                    f"got {tuple(coalitions.shape)}."
+                )
+            coalitions = DenseCoalitions(coalitions.to(device=self.device))
+        if coalitions.num_features != self.num_features:
             raise ValueError(
-                f"coalitions must have shape (M, {self.num_features}), "
-                f"got {tuple(coalitions.shape)}."
+                f"coalitions are over {coalitions.num_features} features, but the game has "
+                f"{self.num_features}."
             )
-        return coalitions.to(device=self.device, dtype=torch.bool)
+        return coalitions
 
     def _rows_per_call(self) -> int:
         if self.perturbations_per_eval is not None:
@@ -261,7 +280,7 @@ class CoalitionGame:
 
     def _run(
         self,
-        coalitions: Tensor,
+        coalitions: _RowSource,
         example_index: Tensor | None,
         units_per_call: int,
         show_progress: bool,
@@ -277,7 +296,7 @@ class CoalitionGame:
         ``per_reference`` keeps one total per unit instead of averaging;
         ``reference_index`` gives each row its own single reference.
         """
-        count = coalitions.shape[0]
+        count = len(coalitions)
         refs = 1 if reference_index is not None else self.num_references
         units = count * refs
         shared = example_index is None
@@ -304,12 +323,7 @@ class CoalitionGame:
                     reference_id = unit % refs
                 slot = unit if per_reference else coalition_id
                 if shared:
-                    # Without references the units are a contiguous slice: a view, no gather.
-                    block = (
-                        coalitions[start : start + unit.numel()]
-                        if refs == 1
-                        else coalitions[coalition_id]
-                    )
+                    block = coalitions.take(coalition_id)
                     perturbed = self._perturb_shared(block, reference_id, buffers)
                     rows_example = None
                     args = arg_cache.get(unit.numel())
@@ -320,7 +334,7 @@ class CoalitionGame:
                     assert example_index is not None
                     rows_example = example_index[coalition_id]
                     perturbed = self._perturb_rows(
-                        coalitions[coalition_id], rows_example, reference_id, buffers
+                        coalitions.take(coalition_id), rows_example, reference_id, buffers
                     )
                     args = self._expand_args_index(rows_example)
                 output = self._call_model(perturbed, args)
@@ -329,8 +343,13 @@ class CoalitionGame:
                 row_values = self._select(output, flat_target, unit.numel(), rows_example)
                 if shared:
                     totals.index_add_(0, slot, row_values.view(-1, self.batch_size))
+                    self.evaluations += unit.numel()
                 else:
                     totals.index_add_(0, slot, row_values)
+                    assert rows_example is not None
+                    self.evaluations.index_add_(
+                        0, rows_example, torch.ones_like(rows_example)
+                    )
                 bar.update(unit.numel() * width)
         if refs > 1 and not per_reference:
             totals /= refs
@@ -567,60 +586,62 @@ def _can_blend(tensor: Tensor, background: Tensor) -> bool:
     return largest < torch.finfo(tensor.dtype).max
 
 
-def _unique_rows(
-    example_index: Tensor,
-    coalitions: Tensor,
-    reference_index: Tensor | None,
-    batch: int,
-    references: int,
-) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
-    """Distinct (example, coalition, reference) rows and the inverse index.
+class _RowSource:
+    """The distinct coalitions of a plan, expanded to bool rows one chunk at a time."""
 
-    When the three fit in 62 bits they are packed into one int64 code per
-    row (a 1-D sort, several times faster than a lexicographic ``unique``
-    over ``d + 2`` columns); otherwise the columns are compared.
+    def __init__(self, store: CoalitionSet, representative: Tensor | None) -> None:
+        self.store = store
+        self.representative = representative
+
+    def __len__(self) -> int:
+        return len(self.store) if self.representative is None else self.representative.shape[0]
+
+    def take(self, index: Tensor) -> Tensor:
+        if self.representative is not None:
+            index = self.representative[index]
+        return self.store.take(index)
+
+
+def _distinct(keys: Tensor) -> tuple[Tensor, Tensor]:
+    """The first row of each distinct key and, per row, its distinct key's position.
+
+    ``keys`` is ``(M, L)`` int64: a 1-D sort when ``L = 1``, lexicographic
+    otherwise; memory is a few words per row, never ``d`` bits.
     """
-    d = coalitions.shape[1]
-    reference_bits = 0 if reference_index is None else max(1, (references - 1).bit_length())
+    if keys.shape[1] == 1:
+        unique, inverse = torch.unique(keys[:, 0], return_inverse=True)
+    else:
+        unique, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    count = keys.shape[0]
+    representative = torch.full((unique.shape[0],), count, dtype=torch.long, device=keys.device)
+    representative.scatter_reduce_(
+        0, inverse, torch.arange(count, device=keys.device), reduce="amin"
+    )
+    return representative, inverse
+
+
+def _row_keys(
+    store: CoalitionSet, example_index: Tensor, reference_index: Tensor | None, batch: int
+) -> Tensor:
+    """Keys of (example, coalition, reference) rows: one packed int64 when it fits."""
     example_bits = max(1, (batch - 1).bit_length())
-    if d + reference_bits + example_bits <= 62:
-        weights = torch.ones(d, dtype=torch.long, device=coalitions.device) << torch.arange(
-            d, device=coalitions.device
-        )
-        codes = (coalitions.long() * weights).sum(dim=1) | (example_index << d)
+    reference_bits = 0
+    if reference_index is not None:
+        reference_bits = max(1, int(reference_index.max().item()).bit_length())
+    keys = coalition_keys(store, extra_bits=example_bits + reference_bits)
+    d = store.num_features
+    if keys.shape[1] == 1:
+        packed = keys[:, 0] | (example_index << d)
         if reference_index is not None:
-            codes |= reference_index << (d + example_bits)
-        unique_codes, inverse = torch.unique(codes, return_inverse=True)
-        unique_coalitions = (unique_codes[:, None] & weights) != 0
-        examples = (unique_codes >> d) & ((1 << example_bits) - 1)
-        unique_references = None if reference_index is None else unique_codes >> (d + example_bits)
-        return examples, unique_coalitions, unique_references, inverse
-    columns = [example_index[:, None], coalitions.long()]
+            packed = packed | (reference_index << (d + example_bits))
+        return packed[:, None]
+    columns = [keys, example_index[:, None]]
     if reference_index is not None:
         columns.append(reference_index[:, None])
-    unique_keys, inverse = torch.unique(torch.cat(columns, dim=1), dim=0, return_inverse=True)
-    return (
-        unique_keys[:, 0],
-        unique_keys[:, 1 : 1 + d].bool(),
-        None if reference_index is None else unique_keys[:, -1],
-        inverse,
-    )
+    return torch.cat(columns, dim=1)
 
 
 def unique_coalitions(coalitions: Tensor) -> tuple[Tensor, Tensor]:
-    """Distinct rows of a ``(M, d)`` bool matrix and the inverse index.
-
-    Up to 62 features the rows are packed into int64 codes, which makes the
-    deduplication a 1-D sort instead of a lexicographic one.
-    """
-    d = coalitions.shape[1]
-    if d <= 62:
-        weights = torch.ones(d, dtype=torch.long, device=coalitions.device) << torch.arange(
-            d, device=coalitions.device
-        )
-        codes = (coalitions.long() * weights).sum(dim=1)
-        unique_codes, inverse = torch.unique(codes, return_inverse=True)
-        unique = (unique_codes[:, None] & weights) != 0
-        return unique, inverse
-    unique, inverse = torch.unique(coalitions, dim=0, return_inverse=True)
-    return unique, inverse
+    """Distinct rows of a ``(M, d)`` bool matrix and the inverse index."""
+    representative, inverse = _distinct(coalition_keys(DenseCoalitions(coalitions)))
+    return coalitions[representative], inverse

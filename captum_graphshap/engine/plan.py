@@ -241,3 +241,40 @@ def coalition_keys(coalitions: CoalitionSet, extra_bits: int = 0) -> Tensor:
         device
     )
     return coalitions.weighted_sums(words)
+
+
+def stack_coalitions(stores: list[CoalitionSet], num_features: int) -> CoalitionSet:
+    """One store holding the coalitions of several stores, in order, over ``num_features``.
+
+    Per-example plans (one graph per example) are concatenated this way;
+    each store may have fewer features than ``num_features`` (ids beyond its
+    own are absent, or present in a complemented row: features an example
+    lacks occur nowhere in its mask, so their state does not matter).
+    """
+    members, lengths, complements = [], [], []
+    for store in stores:
+        if isinstance(store, MemberCoalitions):
+            members.append(store.members)
+            lengths.append(store.offsets[1:] - store.offsets[:-1])
+            flags = store.complement
+        else:
+            rows, ids = store.dense().nonzero(as_tuple=True)
+            members.append(ids)
+            lengths.append(torch.bincount(rows, minlength=len(store)))
+            flags = None
+        complements.append(
+            torch.zeros(len(store), dtype=torch.bool, device=store.device)
+            if flags is None
+            else flags
+        )
+    device = members[0].device
+    length = torch.cat([x.to(device) for x in lengths])
+    offsets = torch.zeros(length.shape[0] + 1, dtype=torch.long, device=device)
+    offsets[1:] = length.cumsum(0)
+    complement = torch.cat([c.to(device) for c in complements])
+    return MemberCoalitions(
+        torch.cat([m.to(device) for m in members]),
+        offsets,
+        num_features,
+        complement if bool(complement.any()) else None,
+    )

@@ -1,0 +1,350 @@
+"""The one base adapter: validate -> prepare the game -> plan -> evaluate -> estimate -> pack.
+
+Every public attribution class configures :class:`GameAttribution`: it names
+its options (a frozen dataclass, ``Options``), checks them before any model
+call (``Options.__post_init__``) and turns a prepared
+:class:`~captum_graphshap.engine.CoalitionGame` into an :class:`Outcome`
+(``explain``), usually by building a :class:`~captum_graphshap.engine.plan.Plan`
+and calling :func:`evaluate_plan`. The base class owns Captum's signature, the
+game, the result convention and the evaluation count.
+
+Three signature families follow Captum's argument order exactly:
+
+* :class:`GameAttribution` - :class:`captum.attr.ShapleyValues`' order;
+* :class:`SampledAttribution` - :class:`captum.attr.ShapleyValueSampling`'s,
+  with ``n_samples`` before ``perturbations_per_eval``;
+* :class:`KernelAttribution` - :class:`captum.attr.KernelShap`'s, with
+  ``return_input_shape`` before ``show_progress``.
+
+Every other option is keyword-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections import namedtuple
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from captum.attr import PerturbationAttribution
+from torch import Tensor
+
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.plan import Plan
+from .docs import attribute_doc
+
+Attributions = Tensor | tuple[Tensor, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Keyword-only options shared by every class: the game's value and the extras."""
+
+    #: a background set ``(B, ...)`` replacing ``baselines``
+    references: Any = None
+    #: ``"output"`` or ``"log_prob"``
+    value: str = "output"
+    #: also return the model evaluations made per example
+    return_evaluations: bool = False
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if field.name.startswith("return_") and not isinstance(getattr(self, field.name), bool):
+                raise TypeError(
+                    f"{field.name} must be True or False, got {getattr(self, field.name)!r}."
+                )
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a method computed: per-feature values and named extras.
+
+    ``attributions`` is ``(N, d)`` per feature (packed to the inputs' shapes
+    by the base class) unless ``packed`` is False (Bivariate Shapley's
+    ``(N, d, d)`` matrix). ``extras`` are returned, in order, after the
+    attributions when their ``return_*`` option asked for them; those named
+    in ``per_feature`` are ``(N, d)`` and packed like the attributions.
+    """
+
+    attributions: Tensor
+    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+    per_feature: tuple[str, ...] = ()
+    packed: bool = True
+
+
+@functools.lru_cache(maxsize=64)
+def explanation_type(fields: tuple[str, ...]) -> type:
+    """The NamedTuple returned when a ``return_*`` option asks for extras.
+
+    Its first field is ``attributions``, so ``phi, half_width = ...`` unpacks
+    as before; the others are named (``half_width``, ``n_evaluations``, ...).
+    """
+    kind = namedtuple("Explanation", ("attributions", *fields))  # type: ignore[misc]
+    kind.__doc__ = "Attributions and the extras asked for: " + ", ".join(fields) + "."
+    return kind
+
+
+def _publish_signature(cls: type[GameAttribution]) -> None:
+    """Give ``cls.attribute`` the full signature: Captum's arguments and the options.
+
+    ``help()``, IDEs and :func:`inspect.signature` then show every keyword
+    option with its default, although the base class takes them as
+    ``**options``.
+    """
+    attribute = cls.__dict__.get("attribute")
+    base = next(
+        klass.__dict__["attribute"]
+        for klass in cls.__mro__
+        if "attribute" in klass.__dict__
+        and not getattr(klass.__dict__["attribute"], "_published", False)
+    )
+    signature = inspect.signature(base)
+    head = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    present = {p.name for p in head}
+    options = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+        for f in dataclasses.fields(cls.Options)
+        if f.name not in present
+    ]
+
+    @functools.wraps(base)
+    def bound(self: GameAttribution, *args: Any, **kwargs: Any) -> Any:
+        return base(self, *args, **kwargs)
+
+    if attribute is None:
+        bound.__signature__ = signature.replace(parameters=[*head, *options])  # type: ignore[attr-defined]
+        bound.__doc__ = attribute_doc(cls, [p.name for p in head[1:]])
+        bound.__qualname__ = f"{cls.__qualname__}.attribute"
+        bound._published = True  # type: ignore[attr-defined]
+        cls.attribute = bound  # type: ignore[method-assign]
+
+
+class GameAttribution(PerturbationAttribution):
+    """Base adapter of every method (Captum's ``ShapleyValues`` argument order)."""
+
+    #: the name in progress bars and errors
+    method_name: ClassVar[str] = ""
+    #: the keyword-only options and their checks
+    Options: ClassVar[type[Options]] = Options
+    #: whether, without ``feature_mask``, sequences have one feature per
+    #: position and images one per pixel (graph methods)
+    graph_mask: ClassVar[bool] = False
+
+    def __init__(self, forward_func: Callable[..., Any]) -> None:
+        """
+        Args:
+            forward_func: the model, or any function of the inputs returning a
+                tensor with one row per example.
+        """
+        super().__init__(forward_func)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _publish_signature(cls)
+
+    def attribute(  # type: ignore[override]
+        self,
+        inputs: Tensor | tuple[Tensor, ...],
+        baselines: Any = None,
+        target: Any = None,
+        additional_forward_args: Any = None,
+        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
+        perturbations_per_eval: int | None = None,
+        show_progress: bool = False,
+        **options: Any,
+    ) -> Any:
+        return self._attribute(
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            perturbations_per_eval,
+            show_progress,
+            options,
+        )
+
+    # ------------------------------------------------------------------ the flow
+
+    def _attribute(
+        self,
+        inputs: Any,
+        baselines: Any,
+        target: Any,
+        additional_forward_args: Any,
+        feature_mask: Any,
+        perturbations_per_eval: Any,
+        show_progress: Any,
+        options: dict[str, Any],
+    ) -> Any:
+        checked = self._options(options)
+        if not isinstance(show_progress, bool):
+            raise TypeError(f"show_progress must be True or False, got {show_progress!r}.")
+        if self.graph_mask:
+            feature_mask = default_graph_mask(inputs, feature_mask)
+        game, is_tuple = prepare_game(
+            self.forward_func,
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            perturbations_per_eval,
+            references=checked.references,
+            value=checked.value,
+        )
+        outcome = self.explain(game, checked, show_progress)
+        return _result(game, outcome, checked, is_tuple)
+
+    def _options(self, options: dict[str, Any]) -> Any:
+        try:
+            return self.Options(**options)
+        except TypeError as error:
+            known = [f.name for f in dataclasses.fields(self.Options)]
+            unknown = sorted(set(options) - set(known))
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}.attribute got unknown option(s) {unknown}; its "
+                    f"keyword-only options are {known}."
+                ) from None
+            raise error
+
+    def explain(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
+        """The method: a prepared game (no model called yet) -> an :class:`Outcome`."""
+        raise NotImplementedError
+
+
+class SampledAttribution(GameAttribution):
+    """Base of sampled methods (Captum's ``ShapleyValueSampling`` argument order)."""
+
+    def attribute(  # type: ignore[override]
+        self,
+        inputs: Tensor | tuple[Tensor, ...],
+        baselines: Any = None,
+        target: Any = None,
+        additional_forward_args: Any = None,
+        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
+        n_samples: int | None = None,
+        perturbations_per_eval: int | None = None,
+        show_progress: bool = False,
+        **options: Any,
+    ) -> Any:
+        return self._attribute(
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            perturbations_per_eval,
+            show_progress,
+            {"n_samples": n_samples, **options},
+        )
+
+
+class KernelAttribution(GameAttribution):
+    """Base of regression methods (Captum's ``KernelShap`` argument order)."""
+
+    def attribute(  # type: ignore[override]
+        self,
+        inputs: Tensor | tuple[Tensor, ...],
+        baselines: Any = None,
+        target: Any = None,
+        additional_forward_args: Any = None,
+        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
+        n_samples: int | None = None,
+        perturbations_per_eval: int | None = None,
+        return_input_shape: bool = True,
+        show_progress: bool = False,
+        **options: Any,
+    ) -> Any:
+        if return_input_shape is not True:
+            raise ValueError(
+                "return_input_shape=False (one value per feature, Captum's KernelShap option) "
+                "is not supported yet; leave it True."
+            )
+        return self._attribute(
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            perturbations_per_eval,
+            show_progress,
+            {"n_samples": n_samples, **options},
+        )
+
+
+def _result(game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool) -> Any:
+    """Pack the outcome to the inputs' shapes; a NamedTuple when extras were asked for."""
+    extras = dict(outcome.extras)
+    extras["n_evaluations"] = game.evaluations.clone()
+    asked = [name for name in extras if getattr(options, _flag_of(name), False) is True]
+
+    def pack(values: Tensor) -> Any:
+        return pack_attributions(game, values, is_tuple)
+
+    attributions = pack(outcome.attributions) if outcome.packed else outcome.attributions
+    if not asked:
+        return attributions
+    values = [pack(extras[name]) if name in outcome.per_feature else extras[name] for name in asked]
+    return explanation_type(tuple(asked))(attributions, *values)
+
+
+#: which ``return_*`` option asks for an extra (default: ``return_<name>``)
+EXTRA_FLAGS = {"half_width": "return_uncertainty", "n_evaluations": "return_evaluations"}
+
+
+def _flag_of(name: str) -> str:
+    return EXTRA_FLAGS.get(name, f"return_{name}")
+
+
+def pack_attributions(game: CoalitionGame, per_feature: Tensor, is_tuple: bool) -> Attributions:
+    """Per-feature ``(N, d)`` values back to the inputs' shapes, dtypes and type."""
+    attributions = game.features.scatter(per_feature, game.inputs, game.attribution_dtype())
+    return attributions if is_tuple else attributions[0]
+
+
+def evaluate_plan(
+    game: CoalitionGame,
+    plan: Plan,
+    show_progress: bool,
+    desc: str,
+    *,
+    per_reference: bool = False,
+) -> Tensor:
+    """The plan's values: ``(N, M)`` for a shared plan, ``(M,)`` for per-example rows.
+
+    With ``per_reference`` (shared plans) the values of each reference are
+    kept apart, ``(N, M, B)``.
+    """
+    if plan.example_index is None:
+        return game.evaluate(
+            plan.coalitions,
+            distinct=plan.distinct,
+            per_reference=per_reference,
+            show_progress=show_progress,
+            desc=desc,
+        )
+    return game.evaluate_rows(
+        plan.example_index,
+        plan.coalitions,
+        distinct=plan.distinct,
+        show_progress=show_progress,
+        desc=desc,
+    )
+
+
+def default_graph_mask(inputs: Any, feature_mask: Any) -> Any:
+    """The feature mask graph methods use when the user gives none.
+
+    A single ``(N, L)`` input has one feature per position and an image
+    ``(N, H, W)``/``(N, C, H, W)`` one per pixel with its channels grouped;
+    anything else keeps Captum's default (one feature per element).
+    """
+    from ..graphs import default_feature_mask
+
+    if feature_mask is None and isinstance(inputs, Tensor) and inputs.dim() in (2, 3, 4):
+        return default_feature_mask(tuple(inputs.shape)).to(inputs.device)
+    return feature_mask

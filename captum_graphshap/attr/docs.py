@@ -1,0 +1,111 @@
+"""Argument documentation, written once and composed into every ``attribute`` docstring.
+
+Captum's arguments mean what they mean in Captum, for every class; each class
+adds its ``Options`` (documented in the dataclass's docstring, ``Args:``
+style) and a sentence on what it returns.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+#: Captum's arguments, in Google style, one entry per name.
+CAPTUM_ARGUMENTS: dict[str, str] = {
+    "inputs": ("a tensor or a tuple of tensors, batch first; float, bool, or integer token ids."),
+    "baselines": (
+        "values of absent features, as in Captum: None (zero), a number, a tensor with "
+        "batch size 1 or N, or a tuple of these; for token ids an integer id (pad or mask)."
+    ),
+    "target": "output index per example, as in Captum: an int, a tuple, a tensor or a list.",
+    "additional_forward_args": (
+        "further arguments of ``forward_func``; tensors with batch size N are expanded "
+        "per perturbation."
+    ),
+    "feature_mask": (
+        "integer ids grouping elements into features, as in Captum; batch size 1 (shared) "
+        "or N (per example). An id that occurs nowhere is a dummy feature (attribution 0)."
+    ),
+    "n_samples": "see the class's options below; None takes the class's default.",
+    "perturbations_per_eval": (
+        "coalitions per forward call, each call holding this times the batch size rows "
+        "(Captum's meaning). None sizes calls from the input size."
+    ),
+    "return_input_shape": (
+        "Captum's ``KernelShap`` option; attributions always come in the inputs' shapes."
+    ),
+    "show_progress": "show a tqdm progress bar over the model evaluations.",
+}
+
+SHARED_OPTIONS: dict[str, str] = {
+    "references": (
+        "a background set ``(B, ...)`` replacing ``baselines``; a coalition's value is "
+        "the mean output over the references."
+    ),
+    "value": (
+        '``"output"`` (the model output at ``target``) or ``"log_prob"`` (its '
+        "log-softmax; without a target, of the class predicted on the full input)."
+    ),
+    "return_evaluations": (
+        "also return ``n_evaluations``, the model evaluations made per example (after "
+        "deduplication; derivative passes counted as forward equivalents)."
+    ),
+}
+
+
+def attribute_doc(cls: type, arguments: list[str]) -> str:
+    """The ``attribute`` docstring of ``cls``: Captum's arguments, then its options."""
+    options = getattr(cls, "Options", None)
+    documented = _options_doc(options)
+    lines = [f"{cls.__name__} attributions of each feature.", "", "Args:"]
+    for name in arguments:
+        if name not in documented:
+            lines.append(f"    {name}: {CAPTUM_ARGUMENTS[name]}")
+    for name, text in {**SHARED_OPTIONS, **documented}.items():
+        lines.append(f"    {name}: {text}")
+    returns = getattr(cls, "returns", "")
+    lines += [
+        "",
+        "Returns:",
+        "    "
+        + (
+            returns
+            or "Attributions with the shape, dtype and type of ``inputs``; "
+            "integer inputs get the default float dtype."
+        ),
+        "    With any ``return_*`` option, a named tuple whose first field is the "
+        "attributions, followed by the extras asked for.",
+    ]
+    return "\n".join(lines)
+
+
+def _options_doc(options: Any) -> dict[str, str]:
+    """``name: text`` of the ``Args:`` sections of an Options class and its bases."""
+    if options is None:
+        return {}
+    entries: dict[str, str] = {}
+    for klass in reversed(options.__mro__):
+        entries.update(_args_section(klass.__dict__.get("__doc__")))
+    return entries
+
+
+def _args_section(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    doc = inspect.cleandoc(text)
+    if "Args:" not in doc:
+        return {}
+    entries: dict[str, str] = {}
+    current = None
+    for line in doc.split("Args:", 1)[1].splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("    ") and not line.startswith("        ") and ":" in line:
+            name, text = line.strip().split(":", 1)
+            current = name.strip()
+            entries[current] = text.strip()
+        elif current is not None and line.startswith("        "):
+            entries[current] += " " + line.strip()
+        elif not line.startswith(" "):
+            break
+    return entries
