@@ -144,7 +144,7 @@ class GameAttribution(PerturbationAttribution):
         super().__init_subclass__(**kwargs)
         _publish_signature(cls)
 
-    def attribute(  # type: ignore[override]
+    def attribute(
         self,
         inputs: Tensor | tuple[Tensor, ...],
         baselines: Any = None,

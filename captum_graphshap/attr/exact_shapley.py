@@ -34,7 +34,6 @@ class ExactShapley(GameAttribution):
     """
 
     method_name = "ExactShapley"
-    Options = Options
 
     def explain(self, game: CoalitionGame, options: Options, show_progress: bool) -> Outcome:
         coalitions = all_coalitions(game.num_features, game.device)

@@ -20,8 +20,8 @@ baseline is replaced by each reference in turn and ``v`` is the mean over them
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -85,9 +85,7 @@ class CoalitionGame:
 
     def __post_init__(self) -> None:
         if self.evaluations.numel() != self.batch_size:
-            self.evaluations = torch.zeros(
-                self.batch_size, dtype=torch.long, device=self.device
-            )
+            self.evaluations = torch.zeros(self.batch_size, dtype=torch.long, device=self.device)
 
     @property
     def batch_size(self) -> int:
@@ -347,9 +345,7 @@ class CoalitionGame:
                 else:
                     totals.index_add_(0, slot, row_values)
                     assert rows_example is not None
-                    self.evaluations.index_add_(
-                        0, rows_example, torch.ones_like(rows_example)
-                    )
+                    self.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
                 bar.update(unit.numel() * width)
         if refs > 1 and not per_reference:
             totals /= refs
