@@ -44,9 +44,9 @@ import torch
 from _timing import median_ratio, rotating_rounds, timed
 from torch import Tensor, nn
 
+from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.analysis import ExplanationGraph
 from captum_graphshap.attr.bivariate_shapley import BivariateShapley
-from captum_graphshap.attr.shapley_sampling import PairedKernelShap, ShapleySampling
 from captum_graphshap.demo import CountingModel
 from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL, unique_coalitions
 from captum_graphshap.metrics.posthoc import post_hoc_accuracy

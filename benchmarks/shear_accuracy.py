@@ -44,8 +44,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
-from captum_graphshap.attr.shapley_sampling import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.shear import Shear
 from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.metrics.accuracy import absolute_error, ranking_accuracy

@@ -330,7 +330,7 @@ def test_kernel_estimator_does_not_depend_on_the_row_order():
 
 
 def test_kernel_univariate_output_is_paired_kernelshap_on_the_same_draws():
-    from captum_graphshap.attr.shapley_sampling import PairedKernelShap
+    from captum_graphshap import PairedKernelShap
 
     model = mlp(7, dtype=torch.float64, seed=6)
     x = torch.randn(3, 7, dtype=torch.float64)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
-from captum_graphshap.attr.shapley_sampling import PairedKernelShap, ShapleySampling
 from captum_graphshap.plans.sampling import permutation_ranks
 
 from .reference import CallCounter, TableGame, brute_shapley

@@ -6,8 +6,9 @@ from .c_shapley import CShapley
 from .exact_shapley import ExactShapley
 from .l_shapley import LShapley
 from .myerson_value import MyersonValue
+from .paired_kernel_shap import PairedKernelShap
 from .shapley_residuals import ShapleyResiduals
-from .shapley_sampling import PairedKernelShap, ShapleySampling
+from .shapley_sampling import ShapleySampling
 from .shear import Shear
 
 __all__ = [

@@ -1,37 +1,102 @@
-"""Monte Carlo Shapley estimators: permutation sampling and paired KernelSHAP."""
+"""Permutation sampling (Captum's ``ShapleyValueSampling`` estimator), with intervals."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from typing import Any
 
 import torch
-from captum.attr import PerturbationAttribution
 from torch import Tensor
 
-from .._compat import BaselineType, TargetType
-from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame
+from ..engine.plan import PrefixCoalitions
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
-    kernel_coalitions,
-    kernel_shapley,
     mean_and_half_width,
     pair_antithetic,
     permutation_contributions,
     permutation_ranks,
-    prefix_coalitions,
     random_indices,
 )
 from ..uncertainty.intervals import check_confidence
-from ._common import pack_attributions
-from ._options import check_count, check_flag, check_generator
+from ._options import check_count, check_generator
+from .base import Options, Outcome, SampledAttribution
+from .budget import check_budget, samples_within
 
 INTERVALS: tuple[str, ...] = ("normal", "bootstrap")
 
-Attributions = Tensor | tuple[Tensor, ...]
+#: Captum's default number of orderings
+DEFAULT_ORDERINGS = 25
 
 
-class ShapleySampling(PerturbationAttribution):
+@dataclasses.dataclass(frozen=True)
+class ShapleySamplingOptions(Options):
+    """Options of :class:`ShapleySampling`.
+
+    Args:
+        n_samples: number of orderings (Captum's meaning, default 25); each
+            costs at most ``d - 1`` evaluations besides the shared empty and
+            full coalitions. Even when ``antithetic``.
+        budget: model evaluations per example instead of ``n_samples``: the
+            most orderings with ``2 + (d - 1) M <= budget`` (``(d + 1) M``
+            with ``references``, whose rows differ per ordering).
+        antithetic: pair each ordering with its reverse.
+        generator: ``torch.Generator`` for orderings, references and the
+            bootstrap; the same seed gives the same result.
+        return_uncertainty: also return ``half_width``, the interval
+            half-widths.
+        confidence: the interval's confidence level, in (0, 1).
+        interval: ``"normal"`` (``z * SSD / sqrt(M)``) or ``"bootstrap"``
+            (percentile interval of 1000 resampled means, halved).
+        references: a background set ``(B, ...)`` replacing ``baselines``:
+            each ordering takes one reference drawn uniformly, so the estimate
+            and its interval cover both the orderings and the references.
+    """
+
+    n_samples: Any = None
+    budget: Any = None
+    antithetic: bool = False
+    generator: Any = None
+    return_uncertainty: bool = False
+    confidence: float = 0.95
+    interval: str = "normal"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_budget(self.budget, self.n_samples)
+        if not isinstance(self.antithetic, bool):
+            raise TypeError(f"antithetic must be True or False, got {self.antithetic!r}.")
+        check_confidence(self.confidence)
+        check_choice(self.interval, INTERVALS, "interval")
+        check_generator(self.generator)
+        if self.n_samples is not None:
+            check_orderings(self.n_samples, self.antithetic, self.return_uncertainty)
+
+    def minimum(self) -> int:
+        if self.return_uncertainty:
+            return 4 if self.antithetic else 2
+        return 2 if self.antithetic else 1
+
+
+def check_orderings(n_samples: Any, antithetic: bool, uncertainty: bool) -> int:
+    minimum = (4 if antithetic else 2) if uncertainty else (2 if antithetic else 1)
+    count = check_count(
+        n_samples,
+        "n_samples",
+        minimum,
+        "An interval needs at least two independent samples (pairs when antithetic)."
+        if uncertainty
+        else "",
+    )
+    if antithetic and count % 2:
+        raise ValueError(
+            f"n_samples must be even with antithetic=True (orderings come with their "
+            f"reverses), got {count}; use {count + 1}."
+        )
+    return count
+
+
+class ShapleySampling(SampledAttribution):
     r"""Shapley values by permutation sampling, with intervals.
 
     Each sampled ordering of the features adds them one at a time; a
@@ -41,132 +106,76 @@ class ShapleySampling(PerturbationAttribution):
     same arguments). Each example gets its own orderings; their :math:`d + 1`
     prefixes are deduplicated and evaluated in few batched model calls.
 
-    Beyond Captum:
+    Beyond Captum: ``antithetic=True`` pairs each ordering with its reverse;
+    ``references`` samples one reference per ordering (Merrick & Taly, "The
+    Explanation Game"); ``return_uncertainty=True`` returns the half-width
+    of a confidence interval over the independent samples; ``budget=``
+    chooses the number of orderings from a number of evaluations.
 
-    * ``antithetic=True`` pairs each ordering with its reverse, which cancels
-      much of the variance of features whose contribution grows or shrinks
-      with the coalition;
-    * ``references`` (a background set) samples one reference per ordering
-      and averages these single-reference games (Merrick & Taly, "The
-      Explanation Game"), the expectation over the background;
-    * ``return_uncertainty=True`` returns the half-width of a confidence
-      interval, ``z * SSD / sqrt(M)`` over the ``M`` independent samples, or a
-      bootstrap percentile interval.
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import ShapleySampling
+        >>> model = torch.nn.Linear(5, 1)
+        >>> g = torch.Generator().manual_seed(0)
+        >>> phi, n = ShapleySampling(model).attribute(
+        ...     torch.ones(2, 5), target=0, budget=50, generator=g, return_evaluations=True
+        ... )
+        >>> bool((n <= 50).all())
+        True
     """
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: the model, or any function of the inputs returning a
-                tensor with one row per example.
-        """
-        super().__init__(forward_func)
+    method_name = "ShapleySampling"
+    Options = ShapleySamplingOptions
 
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        n_samples: int = 25,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        references: Tensor | tuple[Tensor, ...] | None = None,
-        antithetic: bool = False,
-        generator: torch.Generator | None = None,
-        return_uncertainty: bool = False,
-        confidence: float = 0.95,
-        interval: str = "normal",
-        value: str = "output",
-    ) -> Attributions | tuple[Attributions, Attributions]:
-        """Sampled Shapley values, and optionally their interval half-widths.
-
-        Args:
-            inputs: a tensor or a tuple of tensors, batch first; float, or
-                integer token ids.
-            baselines: reference values of absent features, as in Captum.
-            target: output index per example, as in Captum.
-            additional_forward_args: further arguments of ``forward_func``.
-            feature_mask: integer ids grouping elements into features, as in
-                Captum.
-            n_samples: number of orderings (Captum's meaning); each costs
-                ``d + 1`` evaluations, fewer after deduplication. Even when
-                ``antithetic``.
-            perturbations_per_eval: coalitions per forward call, each call
-                holding this times the batch size rows; None sizes calls from
-                the input size.
-            show_progress: show a tqdm progress bar.
-            references: a background set ``(B, ...)`` replacing
-                ``baselines``: each ordering takes one reference drawn
-                uniformly, so the estimate and its interval cover both the
-                orderings and the references.
-            antithetic: pair each ordering with its reverse.
-            generator: ``torch.Generator`` for orderings, references and the
-                bootstrap; the same seed gives the same result.
-            return_uncertainty: also return interval half-widths.
-            confidence: the interval's confidence level, in (0, 1).
-            interval: ``"normal"`` (``z * SSD / sqrt(M)``) or ``"bootstrap"``
-                (percentile interval of 1000 resampled means, halved).
-            value: ``"output"`` or ``"log_prob"``.
-
-        Returns:
-            Attributions with the shape, dtype and type of ``inputs``; with
-            ``return_uncertainty``, the pair ``(attributions, half_width)``,
-            the second in the same form.
-        """
-        check_flag(antithetic, "antithetic")
-        check_flag(return_uncertainty, "return_uncertainty")
-        minimum = (4 if antithetic else 2) if return_uncertainty else (2 if antithetic else 1)
-        n_samples = check_count(
-            n_samples,
-            "n_samples",
-            minimum,
-            "An interval needs at least two independent samples (pairs when antithetic)."
-            if return_uncertainty
-            else "",
-        )
-        if antithetic and n_samples % 2:
-            raise ValueError(
-                f"n_samples must be even with antithetic=True (orderings come with their "
-                f"reverses), got {n_samples}; use {n_samples + 1}."
-            )
-        confidence = check_confidence(confidence)
-        check_choice(interval, INTERVALS, "interval")
-        generator = check_generator(generator)
-        game, is_tuple = prepare_game(
-            self.forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            perturbations_per_eval,
-            references=references,
-            value=value,
-        )
+    def explain(
+        self, game: CoalitionGame, options: ShapleySamplingOptions, show_progress: bool
+    ) -> Outcome:
         d = game.num_features
+        count = self._orderings(options, d)
         check_plan_size(
-            n_samples * (d + 1),
+            count * (d + 1),
             MAX_COALITIONS,
             "ShapleySampling",
             "lower n_samples or group features with feature_mask",
         )
-        ranks = permutation_ranks(game.batch_size, d, n_samples, antithetic, generator, game.device)
+        generator = options.generator
+        ranks = permutation_ranks(
+            game.batch_size, d, count, options.antithetic, generator, game.device
+        )
         values = _prefix_values(
-            game, ranks, references is not None, antithetic, generator, show_progress
+            game,
+            ranks,
+            options.references is not None,
+            options.antithetic,
+            generator,
+            show_progress,
         )
         samples = permutation_contributions(values, ranks)
-        if antithetic:
+        if options.antithetic:
             samples = pair_antithetic(samples)
-        if not return_uncertainty:
-            return pack_attributions(game, samples.mean(dim=1), is_tuple)
-        mean, half_width = mean_and_half_width(samples, confidence, interval, generator)
-        return (
-            pack_attributions(game, mean, is_tuple),
-            pack_attributions(game, half_width, is_tuple),
+        if not options.return_uncertainty:
+            return Outcome(samples.mean(dim=1))
+        mean, half_width = mean_and_half_width(
+            samples, options.confidence, options.interval, generator
         )
+        return Outcome(mean, {"half_width": half_width}, per_feature=("half_width",))
+
+    @staticmethod
+    def _orderings(options: ShapleySamplingOptions, d: int) -> int:
+        if options.budget is None:
+            if options.n_samples is None:
+                return DEFAULT_ORDERINGS
+            return check_orderings(
+                options.n_samples, options.antithetic, options.return_uncertainty
+            )
+        if options.references is not None:
+            fixed, per_ordering = 0, d + 1
+        else:
+            fixed, per_ordering = min(2, d + 1), max(1, d - 1)
+        count = samples_within(
+            options.budget, fixed, per_ordering, options.minimum(), "ShapleySampling"
+        )
+        return count - count % 2 if options.antithetic else count
 
 
 def _prefix_values(
@@ -183,7 +192,6 @@ def _prefix_values(
     uniformly (an antithetic pair shares one).
     """
     batch, orderings, d = ranks.shape
-    coalitions = prefix_coalitions(ranks).reshape(-1, d)
     reference_index = None
     if sampled_references:
         drawn = orderings // 2 if antithetic else orderings
@@ -193,111 +201,9 @@ def _prefix_values(
         reference_index = reference.repeat_interleave(d + 1, dim=1).reshape(-1)
     values = game.evaluate_rows(
         torch.arange(batch, device=game.device).repeat_interleave(orderings * (d + 1)),
-        coalitions,
+        PrefixCoalitions(ranks),
         reference_index=reference_index,
         show_progress=show_progress,
         desc="ShapleySampling",
     )
     return values.view(batch, orderings, d + 1)
-
-
-class PairedKernelShap(PerturbationAttribution):
-    r"""KernelSHAP with paired sampling and the endpoints enforced.
-
-    Coalitions are drawn from the Shapley kernel (size :math:`s` with
-    probability :math:`\propto 1/(s(d-s))`, then a uniform subset), each with
-    its complement (Covert & Lee, 2021), and the attributions solve the
-    efficiency-constrained least squares in closed form, so
-    :math:`\sum_i \phi_i = v(D) - v(\emptyset)` exactly. The draws are shared
-    by the batch: one ``d x d`` solve serves every example.
-    """
-
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: the model, or any function of the inputs returning a
-                tensor with one row per example.
-        """
-        super().__init__(forward_func)
-
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        n_samples: int | None = None,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        generator: torch.Generator | None = None,
-        references: Tensor | tuple[Tensor, ...] | None = None,
-        value: str = "output",
-    ) -> Attributions:
-        """KernelSHAP attributions, in the inputs' shapes.
-
-        Args:
-            inputs: a tensor or a tuple of tensors, batch first; float, or
-                integer token ids.
-            baselines: reference values of absent features, as in Captum.
-            target: output index per example, as in Captum.
-            additional_forward_args: further arguments of ``forward_func``.
-            feature_mask: integer ids grouping elements into features, as in
-                Captum.
-            n_samples: sampled coalitions besides the empty and full ones, in
-                complementary pairs (an odd count is rounded up); at least
-                ``2 d``: a pair and its complement pin one direction of the
-                fit. None: ``2 d + 2048``, the rule of SHAP's
-                ``KernelExplainer``.
-            perturbations_per_eval: coalitions per forward call, each call
-                holding this times the batch size rows.
-            show_progress: show a tqdm progress bar.
-            generator: ``torch.Generator`` for the draws (reproducible).
-            references: a background set averaged over, replacing
-                ``baselines``.
-            value: ``"output"`` or ``"log_prob"``.
-
-        Returns:
-            Attributions with the shape, dtype and type of ``inputs``.
-        """
-        generator = check_generator(generator)
-        game, is_tuple = prepare_game(
-            self.forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            perturbations_per_eval,
-            references=references,
-            value=value,
-        )
-        d = game.num_features
-        if n_samples is None:
-            n_samples = 2 * d + 2048
-        n_samples = check_count(
-            n_samples,
-            "n_samples",
-            2 * d,
-            "A complementary pair pins one direction of the fit, so d features need about "
-            "d pairs (2 d coalitions).",
-        )
-        check_plan_size(
-            n_samples, MAX_COALITIONS, "PairedKernelShap", "lower n_samples or group features"
-        )
-        endpoints = torch.stack(
-            [
-                torch.zeros(d, dtype=torch.bool, device=game.device),
-                torch.ones(d, dtype=torch.bool, device=game.device),
-            ]
-        )
-        if d == 1:
-            values = game.evaluate(endpoints, distinct=True)
-            return pack_attributions(game, values[:, 1:] - values[:, :1], is_tuple)
-        sampled = kernel_coalitions(d, n_samples, generator, game.device)
-        values = game.evaluate(
-            torch.cat([endpoints, sampled]), show_progress=show_progress, desc="PairedKernelShap"
-        )
-        phi = kernel_shapley(sampled, values[:, 2:], values[:, 0], values[:, 1])
-        return pack_attributions(game, phi, is_tuple)
