@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
-from captum.attr import Attribution
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.plan import DenseCoalitions, Plan
 from ..plans.cross_contributions import (
     CROSS_CONTRIBUTIONS,
     gradient_cross_contributions,
@@ -22,11 +22,60 @@ from ..plans.cross_contributions import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import shear_coalitions, shear_estimates
-from ._common import pack_attributions
-from ._options import check_count, check_flag, check_generator
+from ._options import check_count, check_generator
+from .base import Options, Outcome, SampledAttribution, evaluate_plan
+from .budget import check_budget
+
+#: Forward equivalents of one Hessian-vector product (forward-over-reverse:
+#: a forward pass, a backward pass and their tangents) and of one gradient.
+HVP_COST = 4
+GRADIENT_COST = 3
 
 
-class Shear(Attribution):
+@dataclasses.dataclass(frozen=True)
+class ShearOptions(Options):
+    """Options of :class:`Shear`.
+
+    Args:
+        n_samples: ``N``, model evaluations per feature: a power of two
+            >= 4 (default 16). ``log2(N/2)`` cooperators per feature;
+            ``N >= 2^d`` is exact Shapley.
+        budget: model evaluations per example instead of ``n_samples``, the
+            cross-contributions included as forward equivalents (``4 d`` for
+            the Hessian's ``d`` HVPs, ``3 (d + 1)`` for the gradient form):
+            the largest ``N`` whose ``d N`` rows and derivatives fit.
+        generator: ``torch.Generator`` for the random non-cooperators; the
+            same seed gives the same attributions.
+        antithetic: pair each subset of cooperators with its complement and
+            give the pair complementary non-cooperators (the paper's
+            antithetical sampling).
+        cross_contribution: ``"auto"`` (default), ``"hessian"`` or
+            ``"gradient"``; see :meth:`Shear.cross_contributions`.
+    """
+
+    n_samples: Any = None
+    budget: Any = None
+    generator: Any = None
+    antithetic: bool = True
+    cross_contribution: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.references is not None:
+            raise ValueError(
+                "Shear takes baselines, not references: its cross-contributions are "
+                "derivatives at one reference point."
+            )
+        check_budget(self.budget, self.n_samples)
+        if self.n_samples is not None:
+            _check_budget(self.n_samples)
+        if not isinstance(self.antithetic, bool):
+            raise TypeError(f"antithetic must be True or False, got {self.antithetic!r}.")
+        check_choice(self.cross_contribution, CROSS_CONTRIBUTIONS, "cross_contribution")
+        check_generator(self.generator)
+
+
+class Shear(SampledAttribution):
     r"""SHEAR (Wang et al., ICML 2023): exact Shapley sums over a few cooperators.
 
     For each feature :math:`i`, the :math:`m = \log_2(N/2)` features with the
@@ -44,15 +93,19 @@ class Shear(Attribution):
     evaluations per feature plus :math:`d` Hessian-vector products per
     example, needs a differentiable model of floating inputs, and refuses
     more than :math:`2^{20}` coalitions per example.
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import Shear
+        >>> layers = [torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)]
+        >>> model = torch.nn.Sequential(*layers)
+        >>> phi = Shear(model).attribute(torch.ones(1, 3), target=0, n_samples=8)  # 8 >= 2^3: exact
+        >>> phi.shape
+        torch.Size([1, 3])
     """
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: a differentiable model, or any differentiable
-                function of the inputs returning one row per example.
-        """
-        super().__init__(forward_func)
+    method_name = "Shear"
+    Options = ShearOptions
 
     def cross_contributions(
         self,
@@ -86,70 +139,22 @@ class Shear(Attribution):
             inputs' dtype otherwise. The diagonal is not used by SHEAR.
         """
         check_choice(kind, CROSS_CONTRIBUTIONS, "kind")
-        game, _ = self._game(
-            inputs, baselines, target, additional_forward_args, feature_mask, None, value
-        )
-        return _cross_contributions(game, kind)
-
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        n_samples: int = 16,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        generator: torch.Generator | None = None,
-        antithetic: bool = True,
-        cross_contribution: str = "auto",
-        value: str = "output",
-    ) -> Tensor | tuple[Tensor, ...]:
-        """SHEAR attributions, in the inputs' shapes.
-
-        Args:
-            inputs: a floating tensor or tuple of tensors, batch first
-                (token ids have no gradient: explain embeddings, or use
-                :class:`ShapleySampling`).
-            baselines: reference values of absent features, as in Captum.
-            target: output index per example, as in Captum.
-            additional_forward_args: further arguments of ``forward_func``.
-            feature_mask: integer ids grouping elements into features, as in
-                Captum; a grouped feature's ``delta_i`` is a vector.
-            n_samples: ``N``, model evaluations per feature: a power of two
-                >= 4. ``log2(N/2)`` cooperators per feature; ``N >= 2^d``
-                is exact Shapley.
-            perturbations_per_eval: rows per forward call are at most this
-                times the batch size; None sizes calls from the input size.
-            show_progress: show a tqdm progress bar over the evaluations.
-            generator: ``torch.Generator`` for the random non-cooperators;
-                the same seed gives the same attributions.
-            antithetic: pair each subset of cooperators with its complement
-                and give the pair complementary non-cooperators (the paper's
-                antithetical sampling).
-            cross_contribution: ``"auto"`` (default), ``"hessian"`` or
-                ``"gradient"``; see :meth:`cross_contributions`.
-            value: ``"output"`` or ``"log_prob"`` (log-softmax of the target).
-
-        Returns:
-            Attributions with the shape, dtype and type of ``inputs``.
-        """
-        n_samples = _check_budget(n_samples)
-        check_flag(antithetic, "antithetic")
-        check_choice(cross_contribution, CROSS_CONTRIBUTIONS, "cross_contribution")
-        generator = check_generator(generator)
-        game, is_tuple = self._game(
+        game, _ = prepare_game(
+            self.forward_func,
             inputs,
             baselines,
             target,
             additional_forward_args,
             feature_mask,
-            perturbations_per_eval,
-            value,
+            value=value,
         )
+        _check_floating(game)
+        return _cross_contributions(game, kind)
+
+    def explain(self, game: CoalitionGame, options: ShearOptions, show_progress: bool) -> Outcome:
+        _check_floating(game)
         d = game.num_features
+        n_samples = self._samples(options, d)
         count = min(int(math.log2(n_samples)) - 1, d - 1)
         check_plan_size(
             d * 2 ** (count + 1),
@@ -157,51 +162,39 @@ class Shear(Attribution):
             "Shear",
             "lower n_samples or group features with feature_mask",
         )
-        cooperators = self._cooperators(game, count, cross_contribution)
-        coalitions = shear_coalitions(cooperators, antithetic, generator)
+        cooperators = self._cooperators(game, count, options.cross_contribution)
+        coalitions = shear_coalitions(cooperators, options.antithetic, options.generator)
         rows_per_example = coalitions[0].numel() // d
         example_index = torch.arange(game.batch_size, device=game.device).repeat_interleave(
             rows_per_example
         )
-        values = game.evaluate_rows(
-            example_index,
-            coalitions.reshape(-1, d),
-            show_progress=show_progress,
-            desc="Shear",
-        ).view(*coalitions.shape[:-1])
-        return pack_attributions(game, shear_estimates(values), is_tuple)
+        plan = Plan(DenseCoalitions(coalitions.reshape(-1, d)), shear_estimates, example_index)
+        values = evaluate_plan(game, plan, show_progress, self.method_name)
+        return Outcome(shear_estimates(values.view(*coalitions.shape[:-1])))
 
-    # ------------------------------------------------------------ internals
+    @staticmethod
+    def _samples(options: ShearOptions, d: int) -> int:
+        if options.budget is None:
+            return 16 if options.n_samples is None else _check_budget(options.n_samples)
+        derivatives = {
+            "hessian": HVP_COST * d,
+            "gradient": GRADIENT_COST * (d + 1),
+            "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
+        }[options.cross_contribution]
 
-    def _game(
-        self,
-        inputs: Any,
-        baselines: Any,
-        target: Any,
-        additional_forward_args: Any,
-        feature_mask: Any,
-        perturbations_per_eval: int | None,
-        value: str,
-    ) -> tuple[CoalitionGame, bool]:
-        game, is_tuple = prepare_game(
-            self.forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            perturbations_per_eval,
-            value=value,
-        )
-        integer = [i for i, t in enumerate(game.inputs) if not t.is_floating_point()]
-        if integer:
-            raise TypeError(
-                f"Shear needs gradients, but inputs[{integer[0]}] has dtype "
-                f"{game.inputs[integer[0]].dtype} (token ids?). Explain the embeddings "
-                "(floating inputs) instead, or use ShapleySampling, ExactShapley or LShapley, "
-                "which need no gradients."
+        def cost(n: int) -> int:  # an exact plan (n >= 2^d) needs no derivatives
+            return d * n + (0 if n >= 2**d else derivatives)
+
+        if cost(4) > options.budget:
+            raise ValueError(
+                f"budget={options.budget} is too small for Shear with d = {d} features: "
+                f"N = 4 evaluations per feature need {d * 4} rows plus up to {derivatives} "
+                "forward equivalents of derivatives; raise budget."
             )
-        return game, is_tuple
+        n = 4
+        while n < 2**d and cost(2 * n) <= options.budget:
+            n *= 2
+        return n
 
     def _cooperators(self, game: CoalitionGame, count: int, kind: str) -> Tensor:
         d = game.num_features
@@ -211,6 +204,17 @@ class Shear(Attribution):
             keep = ~torch.eye(d, dtype=torch.bool, device=game.device)
             return others[keep].view(d, d - 1).expand(game.batch_size, d, d - 1)
         return select_cooperators(_cross_contributions(game, kind), count)
+
+
+def _check_floating(game: CoalitionGame) -> None:
+    integer = [i for i, t in enumerate(game.inputs) if not t.is_floating_point()]
+    if integer:
+        raise TypeError(
+            f"Shear needs gradients, but inputs[{integer[0]}] has dtype "
+            f"{game.inputs[integer[0]].dtype} (token ids?). Explain the embeddings "
+            "(floating inputs) instead, or use ShapleySampling, ExactShapley or LShapley, "
+            "which need no gradients."
+        )
 
 
 def _check_budget(n_samples: Any) -> int:
@@ -233,9 +237,11 @@ def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
     masks = game.features.masks
     d = game.num_features
     if kind == "gradient":
+        game.evaluations += GRADIENT_COST * (d + 1)
         return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
     deltas = tuple(x - b for x, b in zip(game.inputs, baselines))
     eta = hessian_cross_contributions(value_fn, game.inputs, deltas, masks, d)
+    game.evaluations += HVP_COST * d
     flat = vanishing(eta)
     if not bool(flat.any()):
         return eta
@@ -257,4 +263,5 @@ def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
     # Whole-batch gradients keep the value function's batch layout; in the
     # usual case (a ReLU network) every example needs them anyway.
     fallback = gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
+    game.evaluations += GRADIENT_COST * (d + 1)
     return torch.where(flat[:, None, None], fallback.to(eta.dtype), eta)
