@@ -182,7 +182,7 @@ class GameAttribution(PerturbationAttribution):
         checked = self._options(options)
         if not isinstance(show_progress, bool):
             raise TypeError(f"show_progress must be True or False, got {show_progress!r}.")
-        if self.graph_mask:
+        if self.uses_graph_mask(checked):
             feature_mask = default_graph_mask(inputs, feature_mask)
         game, is_tuple = prepare_game(
             self.forward_func,
@@ -210,6 +210,10 @@ class GameAttribution(PerturbationAttribution):
                     f"keyword-only options are {known}."
                 ) from None
             raise error
+
+    def uses_graph_mask(self, options: Any) -> bool:
+        """Whether, without ``feature_mask``, features are positions or pixels (graph methods)."""
+        return self.graph_mask
 
     def explain(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
         """The method: a prepared game (no model called yet) -> an :class:`Outcome`."""

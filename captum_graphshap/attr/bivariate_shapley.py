@@ -1,16 +1,14 @@
-"""Bivariate Shapley: the directed d x d matrix of feature importance given another feature."""
+"""Bivariate Shapley (Masoomi et al., ICLR 2022): importance of i given j present."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
 from typing import Any, NamedTuple
 
 import torch
-from captum.attr import PerturbationAttribution
 from torch import Tensor
 
-from .._compat import BaselineType, TargetType
-from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame
 from ..graphs import FeatureGraph
 from ..plans.bivariate import (
     DEFAULT_PERMUTATIONS,
@@ -27,8 +25,10 @@ from ..plans.bivariate import (
 )
 from ..plans.exact import all_coalitions
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ._common import check_order, default_graph_mask, resolve_graphs
 from ._options import check_generator
+from .base import Options, Outcome, SampledAttribution
+from .budget import check_budget, samples_within
+from .graph_family import check_order, resolve_graphs
 
 METHODS = ("exact", "sampling", "kernel")
 
@@ -36,7 +36,70 @@ METHODS = ("exact", "sampling", "kernel")
 MAX_FEATURES = 4096
 
 
-class BivariateShapley(PerturbationAttribution):
+@dataclasses.dataclass(frozen=True)
+class BivariateOptions(Options):
+    """Options of :class:`BivariateShapley`.
+
+    Args:
+        n_samples: permutations for ``"sampling"`` (default 100), coalitions
+            for ``"kernel"`` (default ``2 d + 2048``, at least ``2 d``); must
+            be None for ``"exact"`` and the graph-local variant.
+        budget: model evaluations per example instead of ``n_samples``
+            (``"sampling"``: ``2 + (d - 1)`` per permutation; ``"kernel"``:
+            ``budget - 2`` coalitions).
+        method: ``"exact"``, ``"sampling"`` or ``"kernel"``.
+        generator: the random source of ``"sampling"`` and ``"kernel"``; the
+            same seed gives the same result.
+        graph: the feature graph of the graph-local variant (a
+            :class:`~captum_graphshap.FeatureGraph` or one per example);
+            giving it selects that variant, with ``k = 1`` by default.
+        k: None (the whole game) or the neighbourhood radius of the
+            graph-local variant, on ``graph`` (inferred from the input when
+            None, as the other graph methods do).
+        return_shapley: also return ``shapley``, the ``(batch, d)`` univariate
+            values the same rows give: exact Shapley, the permutation
+            estimate, the KernelSHAP fit, or L-Shapley for the graph-local
+            variant.
+    """
+
+    n_samples: Any = None
+    budget: Any = None
+    graph: Any = None
+    method: str = "exact"
+    generator: Any = None
+    k: Any = None
+    return_shapley: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice(self.method, METHODS, "method")
+        check_generator(self.generator)
+        check_budget(self.budget, self.n_samples)
+        if self.local:
+            if self.k is not None:
+                check_order(self.k)
+            if self.method != "exact":
+                raise ValueError(
+                    f"graph= selects the graph-local variant, which enumerates each "
+                    f"neighbourhood exactly; use method='exact' with it, not {self.method!r}."
+                )
+        if self.budget is not None and self.method == "exact":
+            raise ValueError(
+                "budget= is for method='sampling' or 'kernel'; method='exact' enumerates "
+                "its coalitions."
+            )
+        _check_samples(self.n_samples, self.method, self.local)
+
+    @property
+    def local(self) -> bool:
+        return self.k is not None or self.graph is not None
+
+    @property
+    def radius(self) -> int:
+        return 1 if self.k is None else int(self.k)
+
+
+class BivariateShapley(SampledAttribution):
     r"""Bivariate Shapley values (Masoomi et al., ICLR 2022, Eq. 6).
 
     The importance of feature ``i`` when feature ``j`` is present:
@@ -65,95 +128,37 @@ class BivariateShapley(PerturbationAttribution):
       two endpoints, one constrained least-squares projection applied to the
       labels masked by ``1[j in S]`` for every ``j``: the rows of one
       KernelSHAP run.
-    - ``graph=`` (with ``k``): the graph-local variant, exact for the game
+    - ``k=`` (with ``graph``, inferred when None): the graph-local variant, exact for the game
       restricted to each feature's neighbourhood ``N_k(i)`` (features outside
       at the baseline), only for ``j`` in ``N_k(i)`` (other entries 0), at a
       cost linear in ``d`` on bounded-degree graphs
-      (:func:`~captum_graphshap.bivariate.local_plan`).
+      (:func:`~captum_graphshap.plans.bivariate.local_plan`).
 
     All methods share one plan across the batch, evaluate each distinct
     coalition once, and run on the inputs' device.
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import BivariateShapley
+        >>> model = torch.nn.Linear(4, 1)
+        >>> BivariateShapley(model).attribute(torch.ones(2, 4), target=0).shape
+        torch.Size([2, 4, 4])
     """
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: the model, or any function of the inputs returning a
-                tensor with one row per example.
-        """
-        super().__init__(forward_func)
+    method_name = "BivariateShapley"
+    Options = BivariateOptions
 
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        n_samples: int | None = None,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        method: str = "exact",
-        generator: torch.Generator | None = None,
-        graph: FeatureGraph | Sequence[FeatureGraph] | str | None = None,
-        k: int = 1,
-        references: Tensor | tuple[Tensor, ...] | None = None,
-        value: str = "output",
-        return_shapley: bool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """The ``(batch, d, d)`` bivariate Shapley matrix of each example.
+    def uses_graph_mask(self, options: BivariateOptions) -> bool:
+        return options.local
 
-        Arguments shared with Captum mean what they mean in
-        :meth:`~captum_graphshap.ExactShapley.attribute` (tensor or tuple
-        inputs, token ids, baselines, target, feature masks, references,
-        ``value``).
+    returns = (
+        "``(batch, d, d)`` tensor on the inputs' device, ``out[b, i, j] = E2[i, j]``, zero "
+        "diagonal; the inputs' floating dtype (token ids: the default dtype)."
+    )
 
-        Args:
-            n_samples: permutations for ``"sampling"`` (default 100),
-                coalitions for ``"kernel"`` (default ``2 d + 2048``, at least
-                ``2 d``); must be None for ``"exact"`` and with ``graph``.
-            method: ``"exact"``, ``"sampling"`` or ``"kernel"``.
-            generator: the random source of ``"sampling"`` and ``"kernel"``;
-                the same seed gives the same result. Sampling happens on the
-                generator's device.
-            graph: a :class:`~captum_graphshap.FeatureGraph` over the feature
-                ids (or one per example), or ``"auto"`` for the line or grid
-                inferred from the input as the other graph methods do; selects
-                the graph-local variant (``method="exact"`` only).
-            k: neighbourhood radius of the graph-local variant.
-            return_shapley: also return the ``(batch, d)`` univariate values
-                the same rows give: exact Shapley, the permutation estimate,
-                the KernelSHAP fit, or L-Shapley for the graph-local variant.
-
-        Returns:
-            ``(batch, d, d)`` tensor on the inputs' device, ``out[b, i, j] =
-            E2[i, j]``, zero diagonal; the inputs' floating dtype (token ids:
-            the default dtype). With ``return_shapley``, the pair
-            ``(matrix, shapley)``.
-        """
-        check_choice(method, METHODS, "method")
-        check_generator(generator)
-        local = graph is not None
-        if local:
-            k = check_order(k)
-            if method != "exact":
-                raise ValueError(
-                    f"graph= selects the graph-local variant, which enumerates each "
-                    f"neighbourhood exactly; use method='exact' with it, not {method!r}."
-                )
-        n_samples = _check_samples(n_samples, method, local)
-        game, _ = prepare_game(
-            self.forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            default_graph_mask(inputs, feature_mask) if local else feature_mask,
-            perturbations_per_eval,
-            references=references,
-            value=value,
-        )
+    def explain(
+        self, game: CoalitionGame, options: BivariateOptions, show_progress: bool
+    ) -> Outcome:
         d = game.num_features
         if d > MAX_FEATURES:
             raise ValueError(
@@ -161,9 +166,16 @@ class BivariateShapley(PerturbationAttribution):
                 f"(d = {d} features, at most {MAX_FEATURES}); group elements into fewer "
                 "features with feature_mask."
             )
+        method = options.method
         progress = _Progress(show_progress, f"BivariateShapley({method})")
-        if local:
-            matrix, shapley = _graph_local(game, graph, k, progress)
+        if options.local:
+            # "auto" is the former spelling of graph=None with k (inferred graph)
+            graph = (
+                None
+                if isinstance(options.graph, str) and options.graph == "auto"
+                else options.graph
+            )
+            matrix, shapley = _graph_local(game, graph, options.radius, progress)
         elif method == "exact":
             coalitions = all_coalitions(d, game.device, method="BivariateShapley(method='exact')")
             values = game.evaluate(
@@ -171,23 +183,16 @@ class BivariateShapley(PerturbationAttribution):
             )
             matrix, shapley = bivariate_from_all_coalitions(values)
         elif method == "sampling":
-            count = DEFAULT_PERMUTATIONS if n_samples is None else n_samples
+            count = _permutations(options, d)
             _check_rows(permutation_rows(d, count), method, count)
-            rank, coalitions = permutation_plan(d, count, generator, game.device)
+            rank, coalitions = permutation_plan(d, count, options.generator, game.device)
             matrix, shapley = bivariate_from_permutations(
                 game.evaluate(coalitions, show_progress=progress.show, desc=progress.desc), rank
             )
         else:
-            count = default_kernel_samples(d) if n_samples is None else n_samples
-            if count < min_kernel_samples(d):
-                raise ValueError(
-                    f"n_samples={count} is too small for method='kernel' with d = {d} "
-                    f"features: the least squares needs at least 2 d = {min_kernel_samples(d)} "
-                    "coalitions (d complementary pairs); pass a larger n_samples or use "
-                    "method='sampling'."
-                )
+            count = _kernel_samples(options, d)
             _check_rows(kernel_rows(count), method, count)
-            sampled = kernel_plan(d, count, generator, game.device)
+            sampled = kernel_plan(d, count, options.generator, game.device)
             ends = torch.zeros(2, d, dtype=torch.bool, device=game.device)
             ends[1] = True  # the empty and the full coalition, enforced by the constraint
             coalitions = torch.cat([ends, sampled])
@@ -196,9 +201,28 @@ class BivariateShapley(PerturbationAttribution):
                 sampled, values[:, 2:], values[:, 0], values[:, 1]
             )
         dtype = game.attribution_dtype()
-        if return_shapley:
-            return matrix.to(dtype), shapley.to(dtype)
-        return matrix.to(dtype)
+        return Outcome(matrix.to(dtype), {"shapley": shapley.to(dtype)}, packed=False)
+
+
+def _permutations(options: BivariateOptions, d: int) -> int:
+    if options.budget is not None:
+        return samples_within(options.budget, 2, max(1, d - 1), 1, "BivariateShapley(sampling)")
+    return DEFAULT_PERMUTATIONS if options.n_samples is None else options.n_samples
+
+
+def _kernel_samples(options: BivariateOptions, d: int) -> int:
+    if options.budget is not None:
+        count = samples_within(options.budget, 2, 1, 2 * d, "BivariateShapley(kernel)")
+        return count - count % 2
+    count = default_kernel_samples(d) if options.n_samples is None else options.n_samples
+    if count < min_kernel_samples(d):
+        raise ValueError(
+            f"n_samples={count} is too small for method='kernel' with d = {d} "
+            f"features: the least squares needs at least 2 d = {min_kernel_samples(d)} "
+            "coalitions (d complementary pairs); pass a larger n_samples or use "
+            "method='sampling'."
+        )
+    return count
 
 
 class _Progress(NamedTuple):
@@ -238,7 +262,7 @@ def _graph_local(
 ) -> tuple[Tensor, Tensor]:
     """The graph-local matrix and L-Shapley values; one plan per distinct graph,
     all built (and refused) before the model is called."""
-    graphs = resolve_graphs(None if isinstance(graph, str) and graph == "auto" else graph, game)
+    graphs = resolve_graphs(graph, game)
     d = game.num_features
     if isinstance(graphs, FeatureGraph):
         coalitions, pairs, single = local_plan(graphs, k)
