@@ -154,7 +154,7 @@ def test_inessential_games_of_a_model_match_exact_shapley():
     exact = ExactShapley(model).attribute(x, target=1)
     torch.testing.assert_close(out.inessential_games[..., -1], exact)
     # The edge vectors' norms are the norms returned.
-    torch.testing.assert_close(out.edge_residuals.square().sum(dim=(2, 3)).sqrt(), out.norms)
+    torch.testing.assert_close(out.edge_residuals.square().sum(dim=(2, 3)).sqrt(), out.attributions)
     assert out.edge_residuals.shape == (4, 6, 6, 32)
 
 
@@ -215,13 +215,13 @@ def test_local_residuals_are_zero_where_the_interaction_stays_outside_the_neighb
 
     ones = torch.ones(1, 5, dtype=torch.float64)
     out = ShapleyResiduals(f).attribute(ones, k=1, return_residuals=True)
-    assert out.norms[0, [0, 3, 4]].abs().max() < 1e-12
-    torch.testing.assert_close(out.norms[0, 1], torch.tensor(math.sqrt(2), dtype=torch.float64))
+    assert out.attributions[0, [0, 3, 4]].abs().max() < 1e-12
+    torch.testing.assert_close(out.attributions[0, 1], torch.tensor(math.sqrt(2), dtype=torch.float64))
     # The local inessential game ends at the L-Shapley value; edges give the norms.
     assert out.neighbourhoods[1] == (0, 1, 2)
     assert out.inessential_games[1][0, -1].item() == pytest.approx(1.0)
     for feature, edges in enumerate(out.edge_residuals):
-        assert edges.norm().item() == pytest.approx(out.norms[0, feature].item(), abs=1e-12)
+        assert edges.norm().item() == pytest.approx(out.attributions[0, feature].item(), abs=1e-12)
 
 
 def test_local_residuals_with_one_graph_per_example():

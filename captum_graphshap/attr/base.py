@@ -297,7 +297,13 @@ def _result(game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool)
 
 
 #: which ``return_*`` option asks for an extra (default: ``return_<name>``)
-EXTRA_FLAGS = {"half_width": "return_uncertainty", "n_evaluations": "return_evaluations"}
+EXTRA_FLAGS = {
+    "half_width": "return_uncertainty",
+    "n_evaluations": "return_evaluations",
+    "edge_residuals": "return_residuals",
+    "inessential_games": "return_residuals",
+    "neighbourhoods": "return_residuals",
+}
 
 
 def _flag_of(name: str) -> str:
