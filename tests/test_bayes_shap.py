@@ -93,10 +93,14 @@ def test_target_width_is_met_and_reported():
     explainer = BayesShap(model)
     _, loose = explainer.attribute(x, n_samples=50, return_uncertainty=True, generator=seeded(8))
     target = 0.25 * loose.amax().item()
-    _mean, half = explainer.attribute(
-        x, n_samples=50, target_width=target, return_uncertainty=True, generator=seeded(8)
+    _mean, half, report = explainer.attribute(
+        x,
+        n_samples=50,
+        target_width=target,
+        return_uncertainty=True,
+        return_report=True,
+        generator=seeded(8),
     )
-    report = explainer.last_report
     assert half.amax().item() <= target
     assert report.stopped_by == ("target_width",) * 5
     assert torch.equal(report.perturbations_needed, torch.zeros(5, dtype=torch.long))
@@ -109,15 +113,15 @@ def test_max_samples_stops_the_loop_with_a_warning_and_an_estimate():
     x = torch.randn(3, 8, dtype=torch.float64, generator=seeded(9))
     explainer = BayesShap(model)
     with pytest.warns(RuntimeWarning, match="reached max_samples=300"):
-        _, half = explainer.attribute(
+        _, half, report = explainer.attribute(
             x,
             n_samples=50,
             target_width=1e-6,
             max_samples=300,
             return_uncertainty=True,
+            return_report=True,
             generator=seeded(1),
         )
-    report = explainer.last_report
     assert report.stopped_by == ("max_samples",) * 3
     assert torch.equal(report.samples, torch.full((3,), 300))
     assert (report.perturbations_needed > 10_000).all()
@@ -128,16 +132,23 @@ def test_the_perturbations_needed_estimate_reaches_the_width():
     model = wide_mlp(8, seed=10)
     x = torch.randn(6, 8, dtype=torch.float64, generator=seeded(11))
     explainer = BayesShap(model)
-    explainer.attribute(x, n_samples=100, target_width=1e9, generator=seeded(12))
-    first = explainer.last_report.max_half_width
+    _, report = explainer.attribute(
+        x, n_samples=100, target_width=1e9, generator=seeded(12), return_report=True
+    )
+    first = report.max_half_width
     target = first.min().item() / 2
     # Estimate at n = 100, then spend it and look at the width reached.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        explainer.attribute(
-            x, n_samples=100, target_width=target, max_samples=100, generator=seeded(12)
+        _, report = explainer.attribute(
+            x,
+            n_samples=100,
+            target_width=target,
+            max_samples=100,
+            generator=seeded(12),
+            return_report=True,
         )
-    needed = explainer.last_report.perturbations_needed
+    needed = report.perturbations_needed
     expected = 100 * ((first / target) ** 2 - 1)
     torch.testing.assert_close(needed.double(), expected.ceil(), atol=1, rtol=0)
     for row in range(6):

@@ -216,7 +216,9 @@ def test_local_residuals_are_zero_where_the_interaction_stays_outside_the_neighb
     ones = torch.ones(1, 5, dtype=torch.float64)
     out = ShapleyResiduals(f).attribute(ones, k=1, return_residuals=True)
     assert out.attributions[0, [0, 3, 4]].abs().max() < 1e-12
-    torch.testing.assert_close(out.attributions[0, 1], torch.tensor(math.sqrt(2), dtype=torch.float64))
+    torch.testing.assert_close(
+        out.attributions[0, 1], torch.tensor(math.sqrt(2), dtype=torch.float64)
+    )
     # The local inessential game ends at the L-Shapley value; edges give the norms.
     assert out.neighbourhoods[1] == (0, 1, 2)
     assert out.inessential_games[1][0, -1].item() == pytest.approx(1.0)

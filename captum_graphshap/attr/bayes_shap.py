@@ -1,27 +1,74 @@
-"""BayesSHAP: KernelSHAP with credible intervals and focused sampling."""
+"""BayesSHAP: Bayesian KernelSHAP with credible intervals (Slack et al., NeurIPS 2021)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
-from captum.attr import PerturbationAttribution
 from torch import Tensor
 
-from .._compat import BaselineType, TargetType
-from ..engine.coalition_game import prepare_game
+from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
-from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapReport, run_bayes_shap
+from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, run_bayes_shap
 from ..uncertainty.intervals import check_confidence
-from ._common import pack_attributions
-from ._options import check_flag, check_generator
+from ._options import check_generator
+from .base import KernelAttribution, Options, Outcome
+from .budget import check_budget, samples_within
 
 
-class BayesShap(PerturbationAttribution):
+@dataclasses.dataclass(frozen=True)
+class BayesShapOptions(Options):
+    """Options of :class:`BayesShap`.
+
+    Args:
+        n_samples: sampled coalitions per example, besides the empty and full
+            ones (evaluated as well, for the endpoints); at least ``d + 2``.
+            None: ``max(256, 4 d)``.
+        budget: model evaluations per example instead of ``n_samples``:
+            ``budget - 2`` sampled coalitions (with ``target_width``, the
+            most it may sample).
+        generator: a ``torch.Generator`` that makes the sampling reproducible
+            (coalitions are drawn on its device).
+        return_uncertainty: also return ``half_width``, the half-widths of the
+            credible intervals.
+        confidence: the level of the credible intervals, in (0, 1).
+        focused: spend half of the samples on focused sampling (Alg. 2).
+        target_width: sample further until every half-width is at most this
+            (or ``max_samples`` is reached).
+        max_samples: with ``target_width``, the most sampled coalitions per
+            example (default ``2^16``).
+        return_report: also return ``report``, a
+            :class:`~captum_graphshap.uncertainty.BayesShapReport` (samples,
+            stopping reason, widest interval, perturbations still needed).
+    """
+
+    n_samples: Any = None
+    budget: Any = None
+    generator: Any = None
+    return_uncertainty: bool = False
+    confidence: float = 0.95
+    focused: bool = False
+    target_width: Any = None
+    max_samples: Any = None
+    return_report: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_confidence(self.confidence)
+        if not isinstance(self.focused, bool):
+            raise TypeError(f"focused must be True or False, got {self.focused!r}.")
+        check_generator(self.generator)
+        check_budget(self.budget, self.n_samples)
+        _check_target_width(self.target_width)
+        if self.budget is not None and self.max_samples is not None:
+            raise ValueError("pass either budget= or max_samples=, not both.")
+
+
+class BayesShap(KernelAttribution):
     r"""BayesSHAP (Slack et al., NeurIPS 2021): KernelSHAP with credible intervals.
 
     A Bayesian weighted linear regression of the game on sampled coalitions
@@ -46,101 +93,48 @@ class BayesShap(PerturbationAttribution):
     (``benchmarks/uncertainty.py``).
 
     ``target_width`` keeps sampling until every half-width of an example is
-    at most it, or ``max_samples`` is reached; :attr:`last_report` says which
-    happened and estimates the perturbations still needed, and a warning is
-    raised when the budget ran out first. With a single feature efficiency
+    at most it, or ``max_samples`` is reached; ``return_report=True`` says
+    which happened and estimates the perturbations still needed, and a
+    warning is raised when the budget ran out first. With a single feature efficiency
     alone gives its value exactly (half-width 0, nothing sampled).
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import BayesShap
+        >>> model = torch.nn.Linear(4, 1)
+        >>> g = torch.Generator().manual_seed(0)
+        >>> mean, half = BayesShap(model).attribute(
+        ...     torch.ones(1, 4), target=0, generator=g, return_uncertainty=True
+        ... )
+        >>> mean.shape == half.shape
+        True
     """
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
-        """
-        Args:
-            forward_func: the model, or any function of the inputs returning a
-                tensor with one row per example.
-        """
-        super().__init__(forward_func)
-        #: how the last ``attribute`` call went (samples, stopping reason,
-        #: widest interval, perturbations still needed), per example
-        self.last_report: BayesShapReport | None = None
+    method_name = "BayesShap"
+    Options = BayesShapOptions
 
-    def attribute(
-        self,
-        inputs: Tensor | tuple[Tensor, ...],
-        baselines: BaselineType = None,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        feature_mask: Tensor | tuple[Tensor, ...] | None = None,
-        n_samples: int | None = None,
-        perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
-        *,
-        generator: torch.Generator | None = None,
-        return_uncertainty: bool = False,
-        confidence: float = 0.95,
-        focused: bool = False,
-        target_width: float | None = None,
-        max_samples: int | None = None,
-        references: Tensor | tuple[Tensor, ...] | None = None,
-        value: str = "output",
-    ) -> (
-        Tensor
-        | tuple[Tensor, ...]
-        | tuple[Tensor | tuple[Tensor, ...], Tensor | tuple[Tensor, ...]]
-    ):
-        """Posterior-mean attributions, and with ``return_uncertainty`` their half-widths.
-
-        Arguments shared with Captum mean what they mean in
-        :meth:`~captum_graphshap.attr.exact.ExactShapley.attribute`.
-
-        Args:
-            n_samples: sampled coalitions per example, besides the empty and
-                full ones (evaluated as well, for the endpoints); at least
-                ``d + 2``. None: ``max(256, 4 d)``.
-            generator: a ``torch.Generator`` that makes the sampling
-                reproducible (coalitions are drawn on its device).
-            return_uncertainty: also return the half-widths of the credible
-                intervals.
-            confidence: the level of the credible intervals, in (0, 1).
-            focused: spend half of the samples on focused sampling (Alg. 2).
-            target_width: sample further until every half-width is at most
-                this (or ``max_samples`` is reached).
-            max_samples: with ``target_width``, the most sampled coalitions
-                per example (default ``2^16``).
-            references: a background set replacing ``baselines``.
-            value: ``"output"`` or ``"log_prob"``.
-
-        Returns:
-            The posterior means with the shape, dtype and type of ``inputs``
-            (Captum style: the attributions alone); with
-            ``return_uncertainty=True`` the pair ``(mean, half_width)``, both
-            in that form. Elements of one feature share its values.
-        """
-        confidence = check_confidence(confidence)
-        check_flag(return_uncertainty, "return_uncertainty")
-        check_flag(focused, "focused")
-        generator = check_generator(generator)
-        width = _check_target_width(target_width)
-        game, is_tuple = prepare_game(
-            self.forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            perturbations_per_eval,
-            references=references,
-            value=value,
-        )
+    def explain(
+        self, game: CoalitionGame, options: BayesShapOptions, show_progress: bool
+    ) -> Outcome:
         d = game.num_features
-        samples = _check_n_samples(n_samples, d)
-        cap = _check_max_samples(max_samples, samples, width)
+        width = _check_target_width(options.target_width)
+        if options.budget is not None:
+            budget_samples = samples_within(options.budget, 2, 1, d + 2, "BayesShap")
+            samples, cap = (
+                (budget_samples, None)
+                if width is None
+                else (min(_check_n_samples(None, d), budget_samples), budget_samples)
+            )
+        else:
+            samples = _check_n_samples(options.n_samples, d)
+            cap = _check_max_samples(options.max_samples, samples, width)
         corners = torch.zeros(2, d, dtype=torch.bool, device=game.device)
         corners[1] = True
         endpoints = game.evaluate(corners, distinct=True, desc="BayesShap endpoints")
 
         def evaluate(examples: Tensor, coalitions: Tensor) -> Tensor:
             return game.evaluate_rows(
-                examples, coalitions, show_progress=show_progress, desc="BayesShap"
+                examples, coalitions, show_progress=show_progress, desc=self.method_name
             )
 
         posterior, report = run_bayes_shap(
@@ -149,13 +143,12 @@ class BayesShap(PerturbationAttribution):
             endpoints[:, 1],
             d,
             samples,
-            confidence=confidence,
-            focused=focused,
+            confidence=options.confidence,
+            focused=options.focused,
             target_width=width,
             max_samples=cap,
-            generator=generator,
+            generator=options.generator,
         )
-        self.last_report = report
         if width is not None and "max_samples" in report.stopped_by:
             missed = report.stopped_by.count("max_samples")
             needed = report.perturbations_needed
@@ -164,15 +157,13 @@ class BayesShap(PerturbationAttribution):
                 f"BayesShap: {missed} of {game.batch_size} examples reached max_samples="
                 f"{cap if cap is not None else DEFAULT_MAX_SAMPLES} before target_width="
                 f"{width}; about {more:,} more coalitions would be needed (see "
-                "last_report.perturbations_needed). Raise max_samples or target_width.",
+                "return_report=True, report.perturbations_needed). Raise max_samples or "
+                "target_width.",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        mean = pack_attributions(game, posterior.mean, is_tuple)
-        if not return_uncertainty:
-            return mean
-        half_width = pack_attributions(game, posterior.half_width(confidence), is_tuple)
-        return mean, half_width
+        extras = {"half_width": posterior.half_width(options.confidence), "report": report}
+        return Outcome(posterior.mean, extras, per_feature=("half_width",))
 
 
 def _check_n_samples(n_samples: Any, d: int) -> int:
