@@ -10,12 +10,11 @@ import torch
 
 from captum_graphshap.attr.bayes_shap import BayesShap
 from captum_graphshap.attr.exact_shapley import ExactShapley
+from captum_graphshap.plans.sampling import kernel_size_probabilities, sample_kernel_coalitions
 from captum_graphshap.uncertainty.bayes import (
     DesignStatistics,
     fit_posterior,
-    kernel_size_probabilities,
     perturbations_needed,
-    sample_kernel_coalitions,
 )
 from captum_graphshap.uncertainty.intervals import student_t_quantile
 

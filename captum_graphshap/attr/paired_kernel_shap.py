@@ -9,9 +9,9 @@ import torch
 
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
-from ..plans.sampling import kernel_coalitions, kernel_shapley
+from ..plans.sampling import paired_kernel_plan
 from ._options import check_count, check_generator
-from .base import KernelAttribution, Options, Outcome
+from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
 
 
@@ -75,12 +75,8 @@ class PairedKernelShap(KernelAttribution):
         if d == 1:
             values = game.evaluate(endpoints, distinct=True)
             return Outcome(values[:, 1:] - values[:, :1])
-        n_samples = self._samples(options, d)
-        sampled = kernel_coalitions(d, n_samples, options.generator, game.device)
-        values = game.evaluate(
-            torch.cat([endpoints, sampled]), show_progress=show_progress, desc=self.method_name
-        )
-        return Outcome(kernel_shapley(sampled, values[:, 2:], values[:, 0], values[:, 1]))
+        plan = paired_kernel_plan(d, self._samples(options, d), options.generator, game.device)
+        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.method_name)))
 
     @staticmethod
     def _samples(options: PairedKernelShapOptions, d: int) -> int:

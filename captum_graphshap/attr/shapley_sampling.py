@@ -9,13 +9,12 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import PrefixCoalitions
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
     mean_and_half_width,
-    pair_antithetic,
-    permutation_contributions,
+    permutation_plan,
     permutation_ranks,
+    permutation_samples,
     random_indices,
 )
 from ..uncertainty.intervals import check_confidence
@@ -142,19 +141,20 @@ class ShapleySampling(SampledAttribution):
         ranks = permutation_ranks(
             game.batch_size, d, count, options.antithetic, generator, game.device
         )
-        values = _prefix_values(
-            game,
-            ranks,
-            options.references is not None,
-            options.antithetic,
-            generator,
-            show_progress,
+        plan = permutation_plan(ranks, options.antithetic)
+        reference_index = None
+        if options.references is not None:
+            reference_index = _sampled_references(game, ranks, options.antithetic, generator)
+        values = game.evaluate_rows(
+            plan.example_index,  # type: ignore[arg-type]
+            plan.coalitions,
+            reference_index=reference_index,
+            show_progress=show_progress,
+            desc=self.method_name,
         )
-        samples = permutation_contributions(values, ranks)
-        if options.antithetic:
-            samples = pair_antithetic(samples)
         if not options.return_uncertainty:
-            return Outcome(samples.mean(dim=1))
+            return Outcome(plan.estimator(values))
+        samples = permutation_samples(values, ranks, options.antithetic)
         mean, half_width = mean_and_half_width(
             samples, options.confidence, options.interval, generator
         )
@@ -178,32 +178,14 @@ class ShapleySampling(SampledAttribution):
         return count - count % 2 if options.antithetic else count
 
 
-def _prefix_values(
-    game: CoalitionGame,
-    ranks: Tensor,
-    sampled_references: bool,
-    antithetic: bool,
-    generator: torch.Generator | None,
-    show_progress: bool,
+def _sampled_references(
+    game: CoalitionGame, ranks: Tensor, antithetic: bool, generator: torch.Generator | None
 ) -> Tensor:
-    """``(N, M, d + 1)`` values of every ordering's prefixes.
-
-    With references each ordering's rows use its own reference, drawn
-    uniformly (an antithetic pair shares one).
-    """
+    """One reference per ordering, drawn uniformly (an antithetic pair shares one),
+    repeated over the ordering's ``d + 1`` prefixes."""
     batch, orderings, d = ranks.shape
-    reference_index = None
-    if sampled_references:
-        drawn = orderings // 2 if antithetic else orderings
-        reference = random_indices(game.num_references, (batch, drawn), generator, game.device)
-        if antithetic:
-            reference = torch.cat([reference, reference], dim=1)
-        reference_index = reference.repeat_interleave(d + 1, dim=1).reshape(-1)
-    values = game.evaluate_rows(
-        torch.arange(batch, device=game.device).repeat_interleave(orderings * (d + 1)),
-        PrefixCoalitions(ranks),
-        reference_index=reference_index,
-        show_progress=show_progress,
-        desc="ShapleySampling",
-    )
-    return values.view(batch, orderings, d + 1)
+    drawn = orderings // 2 if antithetic else orderings
+    reference = random_indices(game.num_references, (batch, drawn), generator, game.device)
+    if antithetic:
+        reference = torch.cat([reference, reference], dim=1)
+    return reference.repeat_interleave(d + 1, dim=1).reshape(-1)

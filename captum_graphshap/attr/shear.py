@@ -12,7 +12,6 @@ from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..engine.coalition_game import CoalitionGame, prepare_game
-from ..engine.plan import DenseCoalitions, Plan
 from ..plans.cross_contributions import (
     CROSS_CONTRIBUTIONS,
     gradient_cross_contributions,
@@ -21,7 +20,7 @@ from ..plans.cross_contributions import (
     vanishing,
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ..plans.sampling import shear_coalitions, shear_estimates
+from ..plans.sampling import shear_plan
 from ._options import check_count, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget
@@ -163,14 +162,8 @@ class Shear(SampledAttribution):
             "lower n_samples or group features with feature_mask",
         )
         cooperators = self._cooperators(game, count, options.cross_contribution)
-        coalitions = shear_coalitions(cooperators, options.antithetic, options.generator)
-        rows_per_example = coalitions[0].numel() // d
-        example_index = torch.arange(game.batch_size, device=game.device).repeat_interleave(
-            rows_per_example
-        )
-        plan = Plan(DenseCoalitions(coalitions.reshape(-1, d)), shear_estimates, example_index)
-        values = evaluate_plan(game, plan, show_progress, self.method_name)
-        return Outcome(shear_estimates(values.view(*coalitions.shape[:-1])))
+        plan = shear_plan(cooperators, options.antithetic, options.generator)
+        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.method_name)))
 
     @staticmethod
     def _samples(options: ShearOptions, d: int) -> int:

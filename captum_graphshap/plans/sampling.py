@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..uncertainty.bayes import kernel_size_probabilities
+from ..engine.plan import DenseCoalitions, Plan, PrefixCoalitions
 from ..uncertainty.intervals import normal_quantile
 
 #: Bootstrap resamples of ``interval="bootstrap"``.
@@ -69,6 +69,32 @@ def permutation_ranks(
     if antithetic:
         ranks = torch.cat([ranks, num_features - 1 - ranks], dim=1)
     return ranks
+
+
+def permutation_plan(ranks: Tensor, antithetic: bool) -> Plan:
+    """The plan of permutation sampling: every prefix of every example's orderings.
+
+    ``ranks`` is ``(N, M, d)`` (:func:`permutation_ranks`); rows are
+    per example, stored as the ranks (:class:`PrefixCoalitions`), and the
+    estimator is the mean marginal contribution, ``(M,)`` values of rows
+    ``(n, m, size)`` in that order to ``(N, d)``.
+    """
+    batch, orderings, d = ranks.shape
+    example_index = torch.arange(batch, device=ranks.device).repeat_interleave(orderings * (d + 1))
+
+    def estimate(values: Tensor) -> Tensor:
+        return permutation_samples(values, ranks, antithetic).mean(dim=1)
+
+    return Plan(PrefixCoalitions(ranks), estimate, example_index)
+
+
+def permutation_samples(values: Tensor, ranks: Tensor, antithetic: bool) -> Tensor:
+    """The independent samples ``(N, K, d)`` of a permutation plan's ``(R,)`` values.
+
+    ``K`` is the number of orderings, or of antithetic pairs.
+    """
+    contributions = permutation_contributions(values.view(*ranks.shape[:2], -1), ranks)
+    return pair_antithetic(contributions) if antithetic else contributions
 
 
 def prefix_coalitions(ranks: Tensor) -> Tensor:
@@ -134,28 +160,66 @@ def mean_and_half_width(
 # ---------------------------------------------------------------- KernelSHAP
 
 
+def kernel_size_probabilities(d: int) -> Tensor:
+    """``P(|z| = s)`` for ``s = 1 .. d - 1`` under the KernelSHAP distribution."""
+    sizes = torch.arange(1, d, dtype=torch.float64)
+    mass = 1.0 / (sizes * (d - sizes))
+    return mass / mass.sum()
+
+
+def sample_kernel_coalitions(
+    shape: tuple[int, ...], d: int, generator: torch.Generator | None
+) -> Tensor:
+    """Coalitions ``(*shape, d)`` from the KernelSHAP distribution: the one sampler.
+
+    A size ``s`` in ``1..d-1`` with probability proportional to
+    ``1 / (s (d - s))``, then a uniform subset of that size. Sampled on the
+    generator's device (CPU without one); the caller moves them. Needs
+    ``d >= 2`` (there is no coalition besides the endpoints otherwise).
+    """
+    device = generator.device if generator is not None else torch.device("cpu")
+    rows = math.prod(shape)
+    probabilities = kernel_size_probabilities(d).to(device)
+    sizes = torch.multinomial(probabilities, rows, replacement=True, generator=generator) + 1
+    keys = torch.rand(rows, d, generator=generator, device=device)
+    ranks = keys.argsort(dim=1).argsort(dim=1)
+    return (ranks < sizes[:, None]).view(*shape, d)
+
+
 def kernel_coalitions(
     num_features: int,
     num_samples: int,
     generator: torch.Generator | None,
     device: torch.device,
 ) -> Tensor:
-    """``(P, d)`` bool coalitions drawn from the Shapley kernel, in complementary pairs.
+    """``(P, d)`` bool coalitions from the Shapley kernel, in complementary pairs.
 
-    A size ``s`` in ``1..d-1`` is drawn with probability proportional to
-    ``1 / (s (d - s))``, then a uniform subset of that size; each draw is
-    followed by its complement (paired sampling, Covert & Lee 2021).
-    ``P`` is ``num_samples`` rounded up to even. The endpoints are not
-    sampled: the fit enforces them.
+    Each draw of :func:`sample_kernel_coalitions` is followed by its
+    complement (paired sampling, Covert & Lee 2021). ``P`` is
+    ``num_samples`` rounded up to even. The endpoints are not sampled: the
+    fit enforces them.
     """
-    d = num_features
     pairs = (num_samples + 1) // 2
-    cumulative = torch.cumsum(kernel_size_probabilities(d).to(device), dim=0)
-    u = uniform((pairs,), generator, device).to(torch.float64)
-    size = 1 + torch.searchsorted(cumulative, u, right=True).clamp(max=d - 2)
-    ranks = uniform((pairs, d), generator, device).argsort(dim=1).argsort(dim=1)
-    drawn = ranks < size[:, None]
-    return torch.stack([drawn, ~drawn], dim=1).reshape(2 * pairs, d)
+    drawn = sample_kernel_coalitions((pairs,), num_features, generator).to(device)
+    return torch.stack([drawn, ~drawn], dim=1).reshape(2 * pairs, num_features)
+
+
+def paired_kernel_plan(
+    num_features: int,
+    num_samples: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+) -> Plan:
+    """Paired KernelSHAP's plan, shared by the batch: the endpoints, then the draws."""
+    d = num_features
+    sampled = kernel_coalitions(d, num_samples, generator, device)
+    endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
+    endpoints[1] = True
+
+    def estimate(values: Tensor) -> Tensor:
+        return kernel_shapley(sampled, values[:, 2:], values[:, 0], values[:, 1])
+
+    return Plan(DenseCoalitions(torch.cat([endpoints, sampled])), estimate)
 
 
 def kernel_shapley(
@@ -221,6 +285,20 @@ def shear_coalitions(
     without = subsets | (present & others[:, :, None, :])
     with_feature = without | identity[None, :, None, :]
     return torch.stack([without, with_feature], dim=3)
+
+
+def shear_plan(cooperators: Tensor, antithetic: bool, generator: torch.Generator | None) -> Plan:
+    """SHEAR's plan (:func:`shear_coalitions`), per example, with Eq. (14) as estimator."""
+    coalitions = shear_coalitions(cooperators, antithetic, generator)
+    batch, d = coalitions.shape[:2]
+    example_index = torch.arange(batch, device=coalitions.device).repeat_interleave(
+        coalitions[0].numel() // d
+    )
+
+    def estimate(values: Tensor) -> Tensor:
+        return shear_estimates(values.view(*coalitions.shape[:-1]))
+
+    return Plan(DenseCoalitions(coalitions.reshape(-1, d)), estimate, example_index)
 
 
 def shear_weights(num_cooperators: int, device: torch.device, dtype: torch.dtype) -> Tensor:

@@ -30,13 +30,13 @@ the size), so the normalised weights are all 1. Only sufficient statistics
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..plans.sampling import sample_kernel_coalitions
 from .intervals import student_t_quantile
 
 #: Focused sampling (the paper's Alg. 2): candidates drawn per selected row,
@@ -57,31 +57,6 @@ RowEvaluator = Callable[[Tensor, Tensor], Tensor]
 
 
 # ----------------------------------------------------------------- sampling
-def kernel_size_probabilities(d: int) -> Tensor:
-    """``P(|z| = s)`` for ``s = 1 .. d - 1`` under the KernelSHAP distribution."""
-    sizes = torch.arange(1, d, dtype=torch.float64)
-    mass = 1.0 / (sizes * (d - sizes))
-    return mass / mass.sum()
-
-
-def sample_kernel_coalitions(
-    shape: tuple[int, ...], d: int, generator: torch.Generator | None
-) -> Tensor:
-    """Coalitions ``(*shape, d)`` from the KernelSHAP distribution.
-
-    Sampled on the generator's device (CPU without one); the caller moves
-    them. Needs ``d >= 2`` (there is no coalition besides the endpoints
-    otherwise).
-    """
-    device = generator.device if generator is not None else torch.device("cpu")
-    rows = math.prod(shape)
-    probabilities = kernel_size_probabilities(d).to(device)
-    sizes = torch.multinomial(probabilities, rows, replacement=True, generator=generator) + 1
-    keys = torch.rand(rows, d, generator=generator, device=device)
-    ranks = keys.argsort(dim=1).argsort(dim=1)
-    return (ranks < sizes[:, None]).view(*shape, d)
-
-
 # ------------------------------------------------------------------ posterior
 @dataclass
 class DesignStatistics:
