@@ -80,7 +80,7 @@ class ExplanationGraph:
     matrix:
         ``(d, d)`` (or ``(1, d, d)``) with ``matrix[i, j] = E2[i, j]``, as
         :meth:`BivariateShapley.attribute
-        <captum_graphshap.attr.bivariate.BivariateShapley.attribute>` returns
+        <captum_graphshap.BivariateShapley.attribute>` returns
         per example; the diagonal is ignored.
     feature_names:
         ``d`` labels (tokens, pixel names) for plots and ``to_networkx``.
@@ -90,8 +90,17 @@ class ExplanationGraph:
     support:
         ``(d, d)`` bool, the pairs that were computed: the graph-local
         variant computes only ``j`` in ``N_k(i)``
-        (:func:`~captum_graphshap.bivariate.local_support`); other pairs get
+        (:func:`~captum_graphshap.plans.bivariate.local_support`); other pairs get
         no edge at all instead of a (redundant-looking) zero edge.
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import BivariateShapley, ExplanationGraph
+        >>> def either(x):  # features 0 and 1 are redundant: either one suffices
+        ...     return torch.maximum(x[:, 0], x[:, 1])[:, None] + x[:, 2:3]
+        >>> e2 = BivariateShapley(either).attribute(torch.ones(1, 3))
+        >>> ExplanationGraph(e2[0]).mutually_redundant_groups(gamma=1e-9)
+        [{0, 1}]
     """
 
     def __init__(
