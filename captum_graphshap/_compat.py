@@ -42,8 +42,15 @@ def format_inputs(inputs: Any) -> tuple[tuple[Tensor, ...], bool]:
                 "inputs must have a batch dimension first; got a 0-dim tensor. "
                 "Use x.unsqueeze(0) for a single example."
             )
-        if tensor.is_complex() or tensor.dtype == torch.bool:
-            raise TypeError(f"inputs has dtype {tensor.dtype}; use a floating or integer tensor.")
+        if tensor.is_complex():
+            raise TypeError(
+                f"inputs has dtype {tensor.dtype}; use a floating, integer or bool tensor."
+            )
+        if tensor.device.type == "meta":
+            raise ValueError(
+                "inputs are on the meta device, which holds no values to explain; move them "
+                "to a real device (cpu, cuda) first."
+            )
     batch = tensors[0].shape[0]
     device = tensors[0].device
     for position, tensor in enumerate(tensors):
@@ -90,7 +97,9 @@ def format_baselines(
     formatted = []
     for position, (baseline, tensor) in enumerate(zip(baselines, inputs)):
         label = f"{name}[{position}]" if len(inputs) > 1 else name
-        if isinstance(baseline, bool) or not isinstance(baseline, (Tensor, numbers.Real)):
+        if (isinstance(baseline, bool) and tensor.dtype != torch.bool) or not isinstance(
+            baseline, (Tensor, numbers.Real)
+        ):
             raise TypeError(
                 f"{label} must be None, a number or a tensor, got {_describe(baseline)}."
             )
@@ -115,6 +124,8 @@ def format_baselines(
             )
         if baseline.is_floating_point() and not bool(torch.isfinite(baseline).all()):
             raise ValueError(f"{label} contains NaN or infinite values; use finite values.")
+        if tensor.dtype == torch.bool and not bool(((baseline == 0) | (baseline == 1)).all()):
+            raise ValueError(f"{label} must be True/False (or 0/1) for bool inputs.")
         if not tensor.is_floating_point():
             if baseline.is_floating_point() and not bool((baseline == baseline.round()).all()):
                 raise ValueError(

@@ -28,6 +28,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import torch
 from captum.attr import PerturbationAttribution
 from torch import Tensor
 
@@ -131,6 +132,10 @@ class GameAttribution(PerturbationAttribution):
     #: whether, without ``feature_mask``, sequences have one feature per
     #: position and images one per pixel (graph methods)
     graph_mask: ClassVar[bool] = False
+    #: whether the estimator gives feature ids that occur nowhere exactly 0
+    #: without changing the others (exact Shapley, permutations, SHEAR);
+    #: otherwise they are dropped before planning
+    exact_for_dummies: ClassVar[bool] = False
 
     def __init__(self, forward_func: Callable[..., Any]) -> None:
         """
@@ -195,8 +200,40 @@ class GameAttribution(PerturbationAttribution):
             references=checked.references,
             value=checked.value,
         )
-        outcome = self.explain(game, checked, show_progress)
+        if self.uses_graph_mask(checked) or self.exact_for_dummies:
+            outcome = self.explain(game, checked, show_progress)
+        else:
+            outcome = self._explain_present_features(game, checked, show_progress)
         return _result(game, outcome, checked, is_tuple)
+
+    def _explain_present_features(
+        self, game: CoalitionGame, options: Any, show_progress: bool
+    ) -> Outcome:
+        """Explain each group of examples over the feature ids its masks use.
+
+        An id that occurs nowhere in an example is a dummy feature: its
+        attribution is 0 and it changes nothing else. Estimators that are not
+        exact for dummies (regressions, residual norms, the bivariate matrix)
+        would give it noise or let it change the others, so such ids are
+        dropped before planning and restored as zeros afterwards. Examples
+        whose masks use different ids (per-image superpixels) are explained
+        in groups, one game per distinct set of ids.
+        """
+        present = game.features.present()
+        groups, which = torch.unique(present, dim=0, return_inverse=True)
+        if groups.shape[0] == 1 and bool(groups.all()):
+            return self.explain(game, options, show_progress)
+        d = game.num_features
+        parts: list[tuple[Tensor | None, Tensor, Outcome]] = []
+        for group, used in enumerate(groups):
+            examples = None if groups.shape[0] == 1 else (which == group).nonzero()[:, 0]
+            ids = used.nonzero()[:, 0]
+            sub = game.restricted(examples, ids)
+            outcome = self.explain(sub, options, show_progress)
+            rows = slice(None) if examples is None else examples
+            game.evaluations[rows] += sub.evaluations
+            parts.append((examples, ids, outcome))
+        return _merge_outcomes(parts, game.batch_size, d)
 
     def _options(self, options: dict[str, Any]) -> Any:
         try:
@@ -278,6 +315,68 @@ class KernelAttribution(GameAttribution):
             show_progress,
             {"n_samples": n_samples, **options},
         )
+
+
+def _merge_outcomes(
+    parts: list[tuple[Tensor | None, Tensor, Outcome]], batch: int, d: int
+) -> Outcome:
+    """Outcomes over renumbered features (and groups of examples) back to ``d`` features."""
+    first = parts[0][2]
+    matrix_axes = 1 if first.packed else 2
+    if len(parts) == 1:
+        _, ids, outcome = parts[0]
+        extras = {
+            name: _widen_extra(name, value, outcome, ids, d)
+            for name, value in outcome.extras.items()
+        }
+        attributions = _widen(outcome.attributions, ids, d, matrix_axes)
+        return Outcome(attributions, extras, outcome.per_feature, outcome.packed)
+    merged: Tensor | None = None
+    merged_extras: dict[str, Any] = {}
+    for examples, ids, outcome in parts:
+        part = _widen(outcome.attributions, ids, d, matrix_axes)
+        if merged is None:
+            merged = part.new_zeros((batch, *part.shape[1:]))
+        merged[examples] = part
+        for name, value in outcome.extras.items():
+            if not isinstance(value, Tensor):
+                # e.g. a report: one per group of examples, with the examples' indices
+                merged_extras.setdefault(name, []).append((examples, value))
+                continue
+            wide = _widen_extra(name, value, outcome, ids, d)
+            if name not in merged_extras:
+                merged_extras[name] = wide.new_zeros((batch, *wide.shape[1:]))
+            merged_extras[name][examples] = wide
+    assert merged is not None
+    return Outcome(merged, merged_extras, first.per_feature, first.packed)
+
+
+def _widen(values: Tensor, ids: Tensor, d: int, axes: int) -> Tensor:
+    """Values over features ``ids`` (axis 1, and 2 for a matrix) to all ``d``, zeros elsewhere."""
+    shape = list(values.shape)
+    for axis in range(1, 1 + axes):
+        shape[axis] = d
+    out = values.new_zeros(shape)
+    if axes == 1:
+        out[:, ids] = values
+    else:
+        out[:, ids[:, None], ids[None, :]] = values
+    return out
+
+
+#: extras indexed by feature along their second axis, besides ``Outcome.per_feature``
+FEATURE_EXTRAS = ("shapley",)
+
+
+def _widen_extra(name: str, value: Any, outcome: Outcome, ids: Tensor, d: int) -> Any:
+    if name in outcome.per_feature or name in FEATURE_EXTRAS:
+        return _widen(value, ids, d, 1)
+    if isinstance(value, Tensor) and value.dim() > 1:
+        raise ValueError(
+            f"{name} cannot be returned when feature_mask leaves ids unused; renumber the "
+            "mask's ids 0, 1, 2, ... without gaps."
+        )
+    return value
 
 
 def _result(game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool) -> Any:

@@ -34,6 +34,7 @@ class ExactShapley(GameAttribution):
     """
 
     method_name = "ExactShapley"
+    exact_for_dummies = True
 
     def explain(self, game: CoalitionGame, options: Options, show_progress: bool) -> Outcome:
         coalitions = all_coalitions(game.num_features, game.device)

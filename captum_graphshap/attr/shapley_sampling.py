@@ -124,6 +124,7 @@ class ShapleySampling(SampledAttribution):
     """
 
     method_name = "ShapleySampling"
+    exact_for_dummies = True
     Options = ShapleySamplingOptions
 
     def explain(

@@ -104,6 +104,7 @@ class Shear(SampledAttribution):
     """
 
     method_name = "Shear"
+    exact_for_dummies = True
     Options = ShearOptions
 
     def cross_contributions(

@@ -208,6 +208,38 @@ class CoalitionGame:
         )  # (U,)
         return totals if inverse is None else totals[inverse]
 
+    def restricted(self, examples: Tensor | None, ids: Tensor | None) -> CoalitionGame:
+        """The game of some examples (None: all) over some feature ids, renumbered ``0..``.
+
+        Used to drop feature ids that occur nowhere (they are dummies), so
+        estimators that are not exact for dummies (regressions, residual norms)
+        see only the features that exist. Calls no model; its evaluation count
+        starts at zero.
+        """
+        features = self.features if examples is None else self.features.select(examples)
+        if ids is not None:
+            features = features.renumbered(ids)
+        if examples is None:
+            return dataclasses.replace(self, features=features, evaluations=torch.zeros(0))
+        batch = self.batch_size
+
+        def pick(value: Any) -> Any:
+            if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == batch:
+                return value[examples]
+            return value
+
+        return dataclasses.replace(
+            self,
+            inputs=tuple(t[examples] for t in self.inputs),
+            backgrounds=tuple(
+                b[:, examples] if b.shape[1] == batch and batch > 1 else b for b in self.backgrounds
+            ),
+            features=features,
+            additional_args=tuple(pick(arg) for arg in self.additional_args),
+            target=None if self.target is None else self.target[examples],
+            evaluations=torch.zeros(0),
+        )
+
     def resolve_target(self) -> None:
         """With ``value="log_prob"`` and no target, explain the predicted class.
 
@@ -381,12 +413,11 @@ class CoalitionGame:
             source = weights.as_type(tensor.dtype if self.blend[position] else torch.bool)
             if mask.shape[0] == 1:
                 keep = _keep(source, mask, self.features.id_ranges[position]).view(
-                    -1, *mask.shape[1:]
+                    len(example), *mask.shape[1:]
                 )
             else:
-                keep = source.gather(1, mask.reshape(mask.shape[0], -1)[example]).view(
-                    -1, *mask.shape[1:]
-                )
+                flat_mask = mask.reshape(mask.shape[0], -1)[example]
+                keep = source.gather(1, flat_mask).view(len(example), *mask.shape[1:])
             ref = background[reference_id]  # (R, 1 or N, *S)
             base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
             rows = buffers.take(position, len(example))
@@ -556,6 +587,11 @@ def prepare_game(
     else:
         backgrounds = tuple(b.unsqueeze(0) for b in format_baselines(baselines, tensors))
     features = format_feature_mask(feature_mask, tensors)
+    if features.num_features == 0:
+        raise ValueError(
+            "inputs have no elements to attribute (d = 0 features); pass inputs with at "
+            "least one element per example."
+        )
     device = tensors[0].device
     flat_target = format_target(target, tensors[0].shape[0], device)
     args = format_additional_forward_args(additional_forward_args)
@@ -576,7 +612,7 @@ def prepare_game(
 def _can_blend(tensor: Tensor, background: Tensor) -> bool:
     """Whether ``lerp`` reproduces ``where`` exactly: floating values whose
     differences cannot overflow (``max|x| + max|b|`` below the dtype's max)."""
-    if not tensor.is_floating_point():
+    if not tensor.is_floating_point() or tensor.numel() == 0:
         return False
     largest = float(tensor.detach().abs().max()) + float(background.detach().abs().max())
     return largest < torch.finfo(tensor.dtype).max

@@ -47,6 +47,32 @@ class FeatureMasks:
         ).amax(dim=0)
         return largest + 1
 
+    def present(self) -> Tensor:
+        """``(N or 1, d)`` bool: which feature ids occur in each example's masks."""
+        rows = self.masks[0].shape[0]
+        out = torch.zeros(rows, self.num_features, dtype=torch.bool, device=self.masks[0].device)
+        for mask in self.masks:
+            flat = mask.reshape(mask.shape[0], -1).expand(rows, -1)
+            out.scatter_(1, flat, True)
+        return out
+
+    def renumbered(self, ids: Tensor) -> FeatureMasks:
+        """The masks with feature ``ids[k]`` renamed ``k`` (every used id must be in ``ids``)."""
+        lookup = torch.full((self.num_features,), -1, dtype=torch.long, device=ids.device)
+        lookup[ids] = torch.arange(ids.numel(), device=ids.device)
+        masks = [lookup[m] for m in self.masks]
+        return FeatureMasks(tuple(masks), int(ids.numel()), self.per_example, _id_ranges(masks))
+
+    def select(self, examples: Tensor) -> FeatureMasks:
+        """The masks of some examples (per-example masks are indexed, shared ones kept)."""
+        if not self.per_example:
+            return self
+        masks = [m[examples] for m in self.masks]
+        per_example = examples.numel() > 1
+        if not per_example:
+            masks = [m[:1] for m in masks]
+        return FeatureMasks(tuple(masks), self.num_features, per_example, _id_ranges(masks))
+
     def scatter(
         self, per_feature: Tensor, inputs: tuple[Tensor, ...], dtype: torch.dtype
     ) -> tuple[Tensor, ...]:
@@ -127,7 +153,7 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
         if mask.numel() and bool((mask < 0).any()):
             raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
         masks.append(mask.long())
-    num_features = int(max(int(m.max()) for m in masks)) + 1
+    num_features = max((int(m.max()) for m in masks if m.numel()), default=-1) + 1
     per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
     if per_example:
         masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]

@@ -108,7 +108,7 @@ def gradient_cross_contributions(
             drop = mask.unsqueeze(0) == ids.view(-1, *([1] * mask.dim()))
             rows.append(
                 torch.where(drop, base.unsqueeze(0), x.unsqueeze(0))
-                .reshape(-1, *x.shape[1:])
+                .reshape(ids.numel() * x.shape[0], *x.shape[1:])
                 .detach()
                 .requires_grad_(True)
             )
@@ -121,7 +121,7 @@ def gradient_cross_contributions(
         )
         gradients.append(
             feature_sums(  # (variants, N, i)
-                tuple(p.reshape(-1, *p.shape[2:]) for p in products),
+                tuple(p.reshape(p.shape[0] * p.shape[1], *p.shape[2:]) for p in products),
                 tuple(_repeat_mask(m, ids.numel(), batch) for m in masks),
                 num_features,
             )
