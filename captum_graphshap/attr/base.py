@@ -21,11 +21,13 @@ Every other option is keyword-only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
+import warnings
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -49,6 +51,10 @@ class Options:
     value: str = "output"
     #: also return the model evaluations made per example
     return_evaluations: bool = False
+    #: ``"raise"`` or ``"propagate"`` non-finite model outputs
+    on_nan: str = "raise"
+    #: reuse one input buffer per input across forward calls
+    reuse_buffers: bool = False
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -199,11 +205,14 @@ class GameAttribution(PerturbationAttribution):
             perturbations_per_eval,
             references=checked.references,
             value=checked.value,
+            reuse_buffers=checked.reuse_buffers,
+            on_nan=checked.on_nan,
         )
-        if self.uses_graph_mask(checked) or self.exact_for_dummies:
-            outcome = self.explain(game, checked, show_progress)
-        else:
-            outcome = self._explain_present_features(game, checked, show_progress)
+        with model_state_kept(self.forward_func):
+            if self.uses_graph_mask(checked):
+                outcome = self.explain(game, checked, show_progress)
+            else:
+                outcome = self._explain_present_features(game, checked, show_progress)
         return _result(game, outcome, checked, is_tuple)
 
     def _explain_present_features(
@@ -217,11 +226,15 @@ class GameAttribution(PerturbationAttribution):
         would give it noise or let it change the others, so such ids are
         dropped before planning and restored as zeros afterwards. Examples
         whose masks use different ids (per-image superpixels) are explained
-        in groups, one game per distinct set of ids.
+        in groups, one game per distinct set of ids, unless the estimator is
+        exact for dummies. Ids unused by every example are dropped for every
+        class: no evaluation is spent on them.
         """
         present = game.features.present()
         groups, which = torch.unique(present, dim=0, return_inverse=True)
         if groups.shape[0] == 1 and bool(groups.all()):
+            return self.explain(game, options, show_progress)
+        if groups.shape[0] > 1 and self.exact_for_dummies:
             return self.explain(game, options, show_progress)
         d = game.num_features
         parts: list[tuple[Tensor | None, Tensor, Outcome]] = []
@@ -315,6 +328,48 @@ class KernelAttribution(GameAttribution):
             show_progress,
             {"n_samples": n_samples, **options},
         )
+
+
+#: layers whose output depends on train mode (batch statistics, random drops)
+TRAIN_MODE_LAYERS = (
+    torch.nn.modules.batchnorm._NormBase,
+    torch.nn.modules.dropout._DropoutNd,
+)
+
+
+@contextlib.contextmanager
+def model_state_kept(forward_func: Any) -> Iterator[None]:
+    """Warn about a model in train mode, and leave its state as it was found.
+
+    In train mode BatchNorm normalises by the batch (so attributions depend on
+    what else is in the batch) and updates its running statistics, and
+    Dropout is random: nearly always a mistake when explaining. The buffers
+    (running statistics, counters) are restored afterwards, so explaining
+    never changes the model.
+    """
+    module = forward_func if isinstance(forward_func, torch.nn.Module) else None
+    if module is None and isinstance(getattr(forward_func, "__self__", None), torch.nn.Module):
+        module = forward_func.__self__
+    modes = () if module is None else [m for m in module.modules() if m.training]
+    affected = sorted({type(m).__name__ for m in modes if isinstance(m, TRAIN_MODE_LAYERS)})
+    if module is None or not affected:
+        yield
+        return
+    warnings.warn(
+        f"the model ({type(module).__name__}) is in train mode, where its {', '.join(affected)} "
+        "layers make outputs depend on the batch and on chance, so attributions are noisy. "
+        "Call model.eval() before explaining. Its buffers are restored after the call.",
+        UserWarning,
+        stacklevel=4,
+    )
+    saved = {name: buffer.clone() for name, buffer in module.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for name, buffer in module.named_buffers():
+                if name in saved:
+                    buffer.copy_(saved[name])
 
 
 def _merge_outcomes(

@@ -46,6 +46,14 @@ SHARED_OPTIONS: dict[str, str] = {
         '``"output"`` (the model output at ``target``) or ``"log_prob"`` (its '
         "log-softmax; without a target, of the class predicted on the full input)."
     ),
+    "on_nan": (
+        '``"raise"`` (default): a model output that is NaN or infinite is an error naming '
+        'the coalitions and examples; ``"propagate"``: it flows into the attributions.'
+    ),
+    "reuse_buffers": (
+        "write every forward call's rows into one reused buffer per input: faster for "
+        "large inputs, but a model or hook that stores its inputs sees them overwritten."
+    ),
     "return_evaluations": (
         "also return ``n_evaluations``, the model evaluations made per example (after "
         "deduplication; derivative passes counted as forward equivalents)."

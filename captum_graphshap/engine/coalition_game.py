@@ -21,6 +21,7 @@ baseline is replaced by each reference in turn and ``v`` is the mean over them
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,6 +45,7 @@ from .plan import CoalitionSet, DenseCoalitions, coalition_keys
 
 ValueKind = Literal["output", "log_prob"]
 VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
+NAN_POLICIES: tuple[str, ...] = ("raise", "propagate")
 
 #: With ``perturbations_per_eval=None`` a forward call gets about this many
 #: input elements: large enough to amortise Python overhead, small enough that
@@ -79,11 +81,18 @@ class CoalitionGame:
     #: per input: build rows with ``lerp`` (floating, finite ``x - background``)
     #: instead of ``where``
     blend: tuple[bool, ...] = ()
+    #: write every chunk's rows into one reused buffer per input (faster; a
+    #: model that stores its inputs then sees them overwritten)
+    reuse_buffers: bool = False
+    #: ``"raise"``: non-finite model outputs are an error naming the
+    #: coalitions; ``"propagate"``: they flow into the attributions
+    on_nan: str = "raise"
     #: ``(N,)`` model evaluations made so far per example (forward rows, and
     #: derivative passes as forward equivalents); one game serves one call
     evaluations: Tensor = dataclasses.field(default_factory=lambda: torch.zeros(0))
 
     def __post_init__(self) -> None:
+        self._flat_target: Tensor | None = None
         if self.evaluations.numel() != self.batch_size:
             self.evaluations = torch.zeros(self.batch_size, dtype=torch.long, device=self.device)
 
@@ -249,7 +258,8 @@ class CoalitionGame:
         if self.value != "log_prob" or self.target is not None:
             return
         with torch.no_grad():
-            output = self._call_model(self.inputs, self.additional_args)
+            # a copy: a model that works in place must not change the user's inputs
+            output = self._call_model(tuple(t.clone() for t in self.inputs), self.additional_args)
         self.evaluations += 1
         if output.dim() != 2:
             raise ValueError(
@@ -337,40 +347,47 @@ class CoalitionGame:
             dtype=self.value_dtype(),
             device=self.device,
         )
-        flat_target: Tensor | None = None
         arg_cache: dict[int, tuple[Any, ...]] = {}
-        buffers = _RowBuffers(self.inputs)
+        buffers = _RowBuffers(self.inputs, reuse=self.reuse_buffers)
+        step = units_per_call
+        start = 0
         with (
             torch.no_grad(),
             tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
         ):
-            for start in range(0, units, units_per_call):
-                unit = torch.arange(start, min(start + units_per_call, units), device=self.device)
+            while start < units:
+                unit = torch.arange(start, min(start + step, units), device=self.device)
                 coalition_id = unit // refs
                 if reference_index is not None:
                     reference_id = reference_index[coalition_id]
                 else:
                     reference_id = unit % refs
+                try:
+                    if shared:
+                        block = coalitions.take(coalition_id)
+                        perturbed = self._perturb_shared(block, reference_id, buffers)
+                        rows_example = None
+                        args = arg_cache.get(unit.numel())
+                        if args is None:
+                            args = self._expand_args_repeat(unit.numel())
+                            arg_cache[unit.numel()] = args
+                    else:
+                        assert example_index is not None
+                        rows_example = example_index[coalition_id]
+                        perturbed = self._perturb_rows(
+                            coalitions.take(coalition_id), rows_example, reference_id, buffers
+                        )
+                        args = self._expand_args_index(rows_example)
+                    output = self._call_model(perturbed, args)
+                except Exception as error:
+                    if not _out_of_memory(error) or unit.numel() == 1:
+                        raise
+                    step = max(1, unit.numel() // 2)
+                    buffers.release()
+                    _warn_halved(step * width)
+                    continue
+                row_values = self._values_of(output, unit.numel(), rows_example)
                 slot = unit if per_reference else coalition_id
-                if shared:
-                    block = coalitions.take(coalition_id)
-                    perturbed = self._perturb_shared(block, reference_id, buffers)
-                    rows_example = None
-                    args = arg_cache.get(unit.numel())
-                    if args is None:
-                        args = self._expand_args_repeat(unit.numel())
-                        arg_cache[unit.numel()] = args
-                else:
-                    assert example_index is not None
-                    rows_example = example_index[coalition_id]
-                    perturbed = self._perturb_rows(
-                        coalitions.take(coalition_id), rows_example, reference_id, buffers
-                    )
-                    args = self._expand_args_index(rows_example)
-                output = self._call_model(perturbed, args)
-                if flat_target is None and self.target is not None:
-                    flat_target = output_flat_index(self.target, output.shape[1:])
-                row_values = self._select(output, flat_target, unit.numel(), rows_example)
                 if shared:
                     totals.index_add_(0, slot, row_values.view(-1, self.batch_size))
                     self.evaluations += unit.numel()
@@ -379,9 +396,45 @@ class CoalitionGame:
                     assert rows_example is not None
                     self.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
                 bar.update(unit.numel() * width)
+                start += unit.numel()
+        if self.on_nan == "raise":
+            self._check_finite(totals, coalitions, example_index, refs, per_reference)
         if refs > 1 and not per_reference:
             totals /= refs
         return totals
+
+    def _values_of(self, output: Tensor, units: int, rows_example: Tensor | None) -> Tensor:
+        if self._flat_target is None and self.target is not None:
+            self._flat_target = output_flat_index(self.target, output.shape[1:])
+        return self._select(output, self._flat_target, units, rows_example)
+
+    def _check_finite(
+        self,
+        totals: Tensor,
+        coalitions: _RowSource,
+        example_index: Tensor | None,
+        refs: int,
+        per_reference: bool,
+    ) -> None:
+        """Refuse non-finite model outputs, naming the coalitions and examples (one sync)."""
+        bad = ~torch.isfinite(totals)
+        if not bool(bad.any()):
+            return
+        if example_index is None:
+            slots, examples = bad.nonzero(as_tuple=True)
+        else:
+            slots = bad.nonzero()[:, 0]
+            examples = example_index[slots // refs if per_reference else slots]
+        coalition = slots // refs if per_reference else slots
+        first = coalitions.take(coalition[:1])[0].nonzero()[:, 0].tolist()
+        shown = first if len(first) <= 12 else [*first[:12], "..."]
+        raise ValueError(
+            f"forward_func returned NaN or infinite values for {int(coalition.unique().numel())} "
+            f"of {len(coalitions)} coalitions, in examples "
+            f"{sorted(set(examples.tolist()))[:20]}; the first has features {shown} present "
+            "(the rest at the baseline). Check the model on such inputs, or pass "
+            "on_nan='propagate' to return the non-finite attributions."
+        )
 
     def _perturb_shared(
         self, coalitions: Tensor, reference_id: Tensor, buffers: _RowBuffers
@@ -480,6 +533,25 @@ class CoalitionGame:
         return flat.gather(1, index[:, None])[:, 0].to(self.value_dtype())
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """CUDA's ``OutOfMemoryError`` and CPU allocation failures; no other error."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "out of memory" in text or "DefaultCPUAllocator: can't allocate memory" in text
+    )
+
+
+def _warn_halved(rows: int) -> None:
+    warnings.warn(
+        f"out of memory in a forward call; retrying with {rows} rows per call (halved). "
+        "Pass a smaller perturbations_per_eval to avoid the retries.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+
+
 def _keep(coalitions: Tensor, mask: Tensor, id_range: tuple[int, int] | None) -> Tensor:
     """``keep[p, e] = coalitions[p, mask[e]]`` for a shared mask.
 
@@ -534,13 +606,17 @@ class _RowBuffers:
     reduced to values before the next chunk overwrites the buffer.
     """
 
-    def __init__(self, inputs: tuple[Tensor, ...]) -> None:
+    def __init__(self, inputs: tuple[Tensor, ...], reuse: bool) -> None:
         self.inputs = inputs
+        self.reuse = reuse
         self.buffers: list[Tensor | None] = [None] * len(inputs)
+
+    def release(self) -> None:
+        self.buffers = [None] * len(self.inputs)
 
     def take(self, position: int, rows: int) -> Tensor:
         buffer = self.buffers[position]
-        if buffer is None or buffer.shape[0] < rows:
+        if not self.reuse or buffer is None or buffer.shape[0] < rows:
             template = self.inputs[position]
             buffer = template.new_empty((rows, *template.shape[1:]))
             self.buffers[position] = buffer
@@ -558,6 +634,8 @@ def prepare_game(
     *,
     references: Any = None,
     value: str = "output",
+    reuse_buffers: bool = False,
+    on_nan: str = "raise",
 ) -> tuple[CoalitionGame, bool]:
     """Validate Captum-style arguments and build a :class:`CoalitionGame`.
 
@@ -569,6 +647,10 @@ def prepare_game(
     tensors, is_tuple = format_inputs(inputs)
     if value not in VALUE_KINDS:
         raise ValueError(f"value must be one of {VALUE_KINDS}, got {value!r}.")
+    if on_nan not in NAN_POLICIES:
+        raise ValueError(f"on_nan must be one of {NAN_POLICIES}, got {on_nan!r}.")
+    if not isinstance(reuse_buffers, bool):
+        raise TypeError(f"reuse_buffers must be True or False, got {reuse_buffers!r}.")
     if perturbations_per_eval is not None:
         if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int):
             raise TypeError(
@@ -604,6 +686,8 @@ def prepare_game(
         target=flat_target,
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
+        reuse_buffers=reuse_buffers,
+        on_nan=on_nan,
         blend=tuple(_can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
     )
     return game, is_tuple
