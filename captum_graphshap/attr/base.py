@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import math
 import warnings
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -34,7 +35,12 @@ import torch
 from captum.attr import PerturbationAttribution
 from torch import Tensor
 
-from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.coalition_game import (
+    AggregatedOutput,
+    CoalitionGame,
+    MultipleOutputs,
+    prepare_game,
+)
 from ..engine.plan import Plan
 from .docs import attribute_doc
 
@@ -209,11 +215,42 @@ class GameAttribution(PerturbationAttribution):
             on_nan=checked.on_nan,
         )
         with model_state_kept(self.forward_func):
-            if self.uses_graph_mask(checked):
-                outcome = self.explain(game, checked, show_progress)
-            else:
-                outcome = self._explain_present_features(game, checked, show_progress)
+            try:
+                outcome = self._explain_outputs(game, checked, show_progress)
+            except AggregatedOutput:
+                # Captum's aggregated mode: explain the batch as one example
+                whole = game.aggregated()
+                outcome = self._explain_outputs(whole, checked, show_progress)
+                game.evaluations += whole.evaluations
+                return _result(whole, outcome, checked, is_tuple, aggregated=True)
         return _result(game, outcome, checked, is_tuple)
+
+    def _explain_outputs(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
+        """Explain the target, or, without one, every output of a multi-output model.
+
+        Each output is one run of the method; the first run's model values
+        (all outputs kept) are replayed by the others, whose random draws are
+        the same (the generator's state is restored), so a multi-output model
+        costs the evaluations of one output.
+        """
+        state = _random_state(getattr(options, "generator", None), game.device)
+        try:
+            return self._explain_features(game, options, show_progress)
+        except MultipleOutputs as multiple:
+            shape = multiple.shape
+        game.outputs = math.prod(shape)
+        outcomes = []
+        for index in range(game.outputs):
+            _restore_random_state(state)
+            game.output_index = index
+            game.tape_position = 0
+            outcomes.append(self._explain_features(game, options, show_progress))
+        return _stack_outcomes(outcomes, shape)
+
+    def _explain_features(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
+        if self.uses_graph_mask(options):
+            return self.explain(game, options, show_progress)
+        return self._explain_present_features(game, options, show_progress)
 
     def _explain_present_features(
         self, game: CoalitionGame, options: Any, show_progress: bool
@@ -434,14 +471,59 @@ def _widen_extra(name: str, value: Any, outcome: Outcome, ids: Tensor, d: int) -
     return value
 
 
-def _result(game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool) -> Any:
-    """Pack the outcome to the inputs' shapes; a NamedTuple when extras were asked for."""
+def _random_state(generator: Any, device: torch.device) -> tuple[Any, ...]:
+    """The state a run's random draws start from: the generator's, or torch's global ones."""
+    if generator is not None:
+        return (generator, generator.get_state())
+    cuda = torch.cuda.get_rng_state_all() if device.type == "cuda" else None
+    return (None, torch.get_rng_state(), cuda)
+
+
+def _restore_random_state(state: tuple[Any, ...]) -> None:
+    if state[0] is not None:
+        state[0].set_state(state[1])
+        return
+    torch.set_rng_state(state[1])
+    if state[2] is not None:
+        torch.cuda.set_rng_state_all(state[2])
+
+
+def _stack_outcomes(outcomes: list[Outcome], shape: tuple[int, ...]) -> Outcome:
+    """One outcome per output -> attributions ``(N, *output_shape, d...)``."""
+    first = outcomes[0]
+
+    def stack(values: list[Any]) -> Any:
+        if not isinstance(values[0], Tensor):
+            return values
+        stacked = torch.stack(values, dim=1)
+        return stacked.reshape(stacked.shape[0], *shape, *stacked.shape[2:])
+
+    extras = {name: stack([o.extras[name] for o in outcomes]) for name in first.extras}
+    return Outcome(
+        stack([o.attributions for o in outcomes]), extras, first.per_feature, first.packed
+    )
+
+
+def _result(
+    game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool, aggregated: bool = False
+) -> Any:
+    """Pack the outcome to the inputs' shapes; a NamedTuple when extras were asked for.
+
+    ``aggregated``: ``game`` explained a whole batch as one example (inputs
+    ``(1, N, ...)``); Captum returns ``(outputs, *input.shape[1:])`` then, one
+    row per model output, and every example's slice holds the same values.
+    """
     extras = dict(outcome.extras)
     extras["n_evaluations"] = game.evaluations.clone()
     asked = [name for name in extras if getattr(options, _flag_of(name), False) is True]
 
     def pack(values: Tensor) -> Any:
-        return pack_attributions(game, values, is_tuple)
+        packed = pack_attributions(game, values, True)
+        if aggregated:
+            packed = tuple(
+                t.reshape(-1, *game.inputs[i].shape[1:])[:, 0] for i, t in enumerate(packed)
+            )
+        return packed if is_tuple else packed[0]
 
     attributions = pack(outcome.attributions) if outcome.packed else outcome.attributions
     if not asked:
@@ -465,8 +547,25 @@ def _flag_of(name: str) -> str:
 
 
 def pack_attributions(game: CoalitionGame, per_feature: Tensor, is_tuple: bool) -> Attributions:
-    """Per-feature ``(N, d)`` values back to the inputs' shapes, dtypes and type."""
-    attributions = game.features.scatter(per_feature, game.inputs, game.attribution_dtype())
+    """Per-feature ``(N, [*outputs,] d)`` values back to the inputs' shapes, dtypes and type.
+
+    With several outputs per example (a multi-output model without target)
+    each input's attributions are ``(N, *outputs, *input.shape[1:])``, as in
+    Captum.
+    """
+    dtype = game.attribution_dtype()
+    if per_feature.dim() == 2:
+        attributions = game.features.scatter(per_feature, game.inputs, dtype)
+    else:
+        batch, *outputs, d = per_feature.shape
+        columns = per_feature.reshape(batch, -1, d).unbind(dim=1)
+        parts = [game.features.scatter(column, game.inputs, dtype) for column in columns]
+        attributions = tuple(
+            torch.stack([part[i] for part in parts], dim=1).reshape(
+                batch, *outputs, *game.inputs[i].shape[1:]
+            )
+            for i in range(len(game.inputs))
+        )
     return attributions if is_tuple else attributions[0]
 
 

@@ -87,12 +87,21 @@ class CoalitionGame:
     #: ``"raise"``: non-finite model outputs are an error naming the
     #: coalitions; ``"propagate"``: they flow into the attributions
     on_nan: str = "raise"
+    #: the model's outputs per example when ``target`` is None and it has
+    #: several (Captum's multi-output mode); each run of a method explains
+    #: one of them (``output_index``), replaying the evaluations of the first
+    outputs: int = 1
+    output_index: int = 0
     #: ``(N,)`` model evaluations made so far per example (forward rows, and
     #: derivative passes as forward equivalents); one game serves one call
     evaluations: Tensor = dataclasses.field(default_factory=lambda: torch.zeros(0))
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
+        #: multi-output mode: the values of every ``_run`` of the first output's
+        #: run, all outputs kept, replayed by the runs of the other outputs
+        self.tape: list[tuple[tuple[Any, ...], Tensor]] = []
+        self.tape_position = 0
         if self.evaluations.numel() != self.batch_size:
             self.evaluations = torch.zeros(self.batch_size, dtype=torch.long, device=self.device)
 
@@ -249,6 +258,51 @@ class CoalitionGame:
             evaluations=torch.zeros(0),
         )
 
+    def aggregated(self) -> CoalitionGame:
+        """The game of a model that answers the whole batch with one output.
+
+        Captum's aggregated mode: every coalition is applied to every example
+        at once and the model's output for the batch is the value. Here the
+        batch becomes one example whose elements are the batch's (inputs
+        ``(1, N, ...)``), the feature mask must be shared, and the model is
+        called once per coalition; attributions come back per output, one
+        value per feature.
+        """
+        if self.features.per_example:
+            raise ValueError(
+                "forward_func returns one output for the whole batch, so feature_mask must "
+                "be shared by the examples (batch size 1), as in Captum."
+            )
+        batch = self.batch_size
+        original = self.forward_func
+        args = self.additional_args
+
+        def per_coalition(*rows: Tensor) -> Tensor:
+            outputs = []
+            for index in range(rows[0].shape[0]):
+                output = original(*(row[index] for row in rows), *args)
+                if isinstance(output, torch.futures.Future):
+                    output = output.wait()
+                output = torch.as_tensor(output, device=rows[0].device)
+                outputs.append(output.reshape(-1))
+            return torch.stack(outputs)
+
+        masks = tuple(m.unsqueeze(1) for m in self.features.masks)
+        features = FeatureMasks(masks, self.features.num_features, False, (None,) * len(masks))
+        return dataclasses.replace(
+            self,
+            forward_func=per_coalition,
+            inputs=tuple(t.unsqueeze(0) for t in self.inputs),
+            backgrounds=tuple(
+                b.unsqueeze(1).expand(b.shape[0], 1, batch, *b.shape[2:]) for b in self.backgrounds
+            ),
+            features=features,
+            additional_args=(),
+            target=None if self.target is None else self.target[:1],
+            perturbations_per_eval=1,
+            evaluations=torch.zeros(0),
+        )
+
     def resolve_target(self) -> None:
         """With ``value="log_prob"`` and no target, explain the predicted class.
 
@@ -283,7 +337,8 @@ class CoalitionGame:
             flat_target = (
                 None if self.target is None else output_flat_index(self.target, output.shape[1:])
             )
-            return self._select(output, flat_target, copies, None)
+            values = self._select(output, flat_target, copies, None)
+            return values[:, self.output_index] if values.dim() > 1 else values
 
         return values
 
@@ -336,20 +391,55 @@ class CoalitionGame:
         ``per_reference`` keeps one total per unit instead of averaging;
         ``reference_index`` gives each row its own single reference.
         """
+        if self.outputs > 1:
+            key = _tape_key(coalitions, example_index, reference_index, per_reference)
+            position = self.tape_position
+            self.tape_position += 1
+            if position < len(self.tape) and self.tape[position][0] == key:
+                return self.tape[position][1][..., self.output_index]
+        totals = self._run_all_outputs(
+            coalitions,
+            example_index,
+            units_per_call,
+            show_progress,
+            desc,
+            per_reference,
+            reference_index,
+        )
+        if self.outputs == 1:
+            return totals
+        if position == len(self.tape):
+            self.tape.append((key, totals))
+        return totals[..., self.output_index]
+
+    def _run_all_outputs(
+        self,
+        coalitions: _RowSource,
+        example_index: Tensor | None,
+        units_per_call: int,
+        show_progress: bool,
+        desc: str,
+        per_reference: bool,
+        reference_index: Tensor | None,
+    ) -> Tensor:
+        """:meth:`_run`'s evaluation; a trailing axis of outputs in multi-output mode."""
         count = len(coalitions)
         refs = 1 if reference_index is not None else self.num_references
         units = count * refs
         shared = example_index is None
         width = self.batch_size if shared else 1
         slots = units if per_reference else count
+        trailing = (self.outputs,) if self.outputs > 1 else ()
         totals = torch.zeros(
-            (slots, self.batch_size) if shared else (slots,),
+            (slots, self.batch_size, *trailing) if shared else (slots, *trailing),
             dtype=self.value_dtype(),
             device=self.device,
         )
         arg_cache: dict[int, tuple[Any, ...]] = {}
         buffers = _RowBuffers(self.inputs, reuse=self.reuse_buffers)
-        step = units_per_call
+        # The first call is small: it tells how the model answers (one output
+        # per row, several, or one for the whole batch) before big chunks go.
+        step = 1 if shared else min(units_per_call, 2)
         start = 0
         with (
             torch.no_grad(),
@@ -386,17 +476,20 @@ class CoalitionGame:
                     buffers.release()
                     _warn_halved(step * width)
                     continue
+                if shared:
+                    self.evaluations += unit.numel()
+                else:
+                    assert rows_example is not None
+                    self.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
                 row_values = self._values_of(output, unit.numel(), rows_example)
                 slot = unit if per_reference else coalition_id
                 if shared:
-                    totals.index_add_(0, slot, row_values.view(-1, self.batch_size))
-                    self.evaluations += unit.numel()
+                    totals.index_add_(0, slot, row_values.view(-1, self.batch_size, *trailing))
                 else:
                     totals.index_add_(0, slot, row_values)
-                    assert rows_example is not None
-                    self.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
                 bar.update(unit.numel() * width)
                 start += unit.numel()
+                step = units_per_call
         if self.on_nan == "raise":
             self._check_finite(totals, coalitions, example_index, refs, per_reference)
         if refs > 1 and not per_reference:
@@ -418,6 +511,8 @@ class CoalitionGame:
     ) -> None:
         """Refuse non-finite model outputs, naming the coalitions and examples (one sync)."""
         bad = ~torch.isfinite(totals)
+        if self.outputs > 1:
+            bad = bad.any(dim=-1)
         if not bool(bad.any()):
             return
         if example_index is None:
@@ -494,17 +589,21 @@ class CoalitionGame:
 
     def _call_model(self, perturbed: tuple[Tensor, ...], args: tuple[Any, ...]) -> Tensor:
         output = self.forward_func(*perturbed, *args)
+        if isinstance(output, torch.futures.Future):
+            output = output.wait()
+        if isinstance(output, (int, float)) and not isinstance(output, bool):
+            output = torch.tensor([output], device=self.device)
         rows = perturbed[0].shape[0]
         if not isinstance(output, Tensor):
             raise TypeError(
                 f"forward_func returned {type(output).__name__}; it must return a tensor "
-                "with one output per example (first dimension = batch)."
+                "(one output per example, or one for the whole batch), an int or a float."
             )
-        if output.dim() == 0 or output.shape[0] != rows:
-            raise ValueError(
-                f"forward_func returned shape {tuple(output.shape)} for a batch of {rows} "
-                "rows; it must return one output per row along the first dimension."
-            )
+        if output.dim() == 0:
+            output = output.reshape(1)
+        if output.shape[0] != rows:
+            # Captum's aggregated mode: one output for the whole batch
+            raise AggregatedOutput(tuple(output.shape))
         return output
 
     def _select(
@@ -520,17 +619,53 @@ class CoalitionGame:
                 )
             flat = torch.log_softmax(flat.to(self.value_dtype()), dim=1)
         if flat_target is None:
-            if flat.shape[1] != 1:
+            if flat.shape[1] != self.outputs:
+                if self.outputs == 1:
+                    raise MultipleOutputs(tuple(output.shape[1:]))
                 raise ValueError(
-                    f"the model output per example has shape {tuple(output.shape[1:])}; "
-                    "pass target= to choose one output (e.g. the class index)."
+                    f"the model output per example changed shape between calls: "
+                    f"{tuple(output.shape[1:])} after {self.outputs} values."
                 )
-            return flat[:, 0].to(self.value_dtype())
+            values = flat if self.outputs > 1 else flat[:, 0]
+            return values.to(self.value_dtype())
         if rows_example is None:
             index = flat_target.repeat(units)
         else:
             index = flat_target[rows_example]
         return flat.gather(1, index[:, None])[:, 0].to(self.value_dtype())
+
+
+class AggregatedOutput(Exception):
+    """The model returned one output for the whole batch (Captum's aggregated mode)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__(f"forward_func returned shape {shape} for the whole batch")
+        self.shape = shape
+
+
+class MultipleOutputs(Exception):
+    """Without ``target``, the model has several outputs per example (Captum's multi-output)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__(f"the model has outputs of shape {shape} per example")
+        self.shape = shape
+
+
+def _tape_key(
+    coalitions: _RowSource,
+    example_index: Tensor | None,
+    reference_index: Tensor | None,
+    per_reference: bool,
+) -> tuple[Any, ...]:
+    """What identifies one evaluation across the runs of the outputs: sizes and checksums."""
+    keys = coalition_keys(coalitions.store)
+    if coalitions.representative is not None:
+        keys = keys[coalitions.representative]
+    position = torch.arange(1, keys.shape[0] + 1, device=keys.device)[:, None]
+    checks: list[Any] = [int((keys * position).sum()), len(coalitions), per_reference]
+    for index in (example_index, reference_index):
+        checks.append(None if index is None else int((index * position[:, 0]).sum()))
+    return tuple(checks)
 
 
 def _out_of_memory(error: BaseException) -> bool:
