@@ -275,7 +275,7 @@ BAD = [
     (dict(confidence=1.0), ValueError, "confidence must be strictly between 0 and 1"),
     (dict(confidence=95), ValueError, "confidence"),
     (dict(confidence="high"), TypeError, "confidence"),
-    (dict(n_samples=6), ValueError, r"n_samples=6 is too small for d = 5.*d \+ 2 = 7"),
+    (dict(n_samples=1), ValueError, "n_samples must be >= 2"),
     (dict(n_samples=20.0), TypeError, "n_samples must be an int"),
     (dict(n_samples=2**21), ValueError, "BayesShap would evaluate 2,097,152"),
     (dict(target_width=0.0), ValueError, "target_width must be a positive"),
@@ -296,3 +296,13 @@ def test_bad_input_is_refused_before_any_model_call(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         BayesShap(model).attribute(torch.randn(2, 5), target=0, **kwargs)
     assert model.calls == 0
+
+
+def test_fewer_samples_than_features_warn_and_run_like_captum_kernelshap():
+    # Captum's KernelShap runs its default of 25 samples at any d; so do we, with a warning
+    model = torch.nn.Linear(40, 1)
+    x = torch.randn(2, 40, generator=seeded(0))
+    with pytest.warns(RuntimeWarning, match=r"n_samples=25 is below d \+ 2 = 42"):
+        mean = BayesShap(model).attribute(x, target=0, n_samples=25, generator=seeded(1))
+    gap = (model(x) - model(torch.zeros(1, 40)))[:, 0]
+    torch.testing.assert_close(mean.sum(dim=1), gap.detach(), atol=1e-5, rtol=1e-5)

@@ -251,7 +251,7 @@ def test_sampling_bad_options_fail_before_any_model_call(kwargs, error, match):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_samples": 7}, ValueError, "n_samples must be >= 8"),
+        ({"n_samples": 0}, ValueError, "n_samples must be >= 1"),
         ({"n_samples": "many"}, TypeError, "n_samples must be an int"),
         ({"generator": "seed"}, TypeError, "torch.Generator"),
     ],
@@ -263,3 +263,13 @@ def test_kernel_bad_options_fail_before_any_model_call(kwargs, error, match):
             torch.randn(2, 4, dtype=torch.float64), target=0, **kwargs
         )
     assert model.calls == 0
+
+
+def test_kernel_below_two_d_samples_warns_and_keeps_efficiency():
+    # Captum's KernelShap runs n_samples=25 at d = 40; PairedKernelShap too, with a warning
+    model = torch.nn.Linear(40, 1)
+    x = torch.randn(2, 40, generator=seeded(0))
+    with pytest.warns(RuntimeWarning, match="n_samples=25 is below 2 d = 80"):
+        phi = PairedKernelShap(model).attribute(x, target=0, n_samples=25, generator=seeded(1))
+    gap = (model(x) - model(torch.zeros(1, 40)))[:, 0]
+    torch.testing.assert_close(phi.sum(dim=1), gap.detach(), atol=1e-5, rtol=1e-5)

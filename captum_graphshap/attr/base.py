@@ -137,8 +137,8 @@ def _publish_signature(cls: type[GameAttribution]) -> None:
 class GameAttribution(PerturbationAttribution):
     """Base adapter of every method (Captum's ``ShapleyValues`` argument order)."""
 
-    #: the name in progress bars and errors
-    method_name: ClassVar[str] = ""
+    #: the progress bar's text, Captum's for the classes of the same role
+    progress_desc: ClassVar[str] = ""
     #: the keyword-only options and their checks
     Options: ClassVar[type[Options]] = Options
     #: whether, without ``feature_mask``, sequences have one feature per
@@ -155,7 +155,10 @@ class GameAttribution(PerturbationAttribution):
             forward_func: the model, or any function of the inputs returning a
                 tensor with one row per example.
         """
-        super().__init__(forward_func)
+        # Not super().__init__: a class may also derive from the Captum class of
+        # its role (for LLMAttribution's isinstance check), whose constructor
+        # would build what we do not use (KernelShap's scikit-learn model).
+        PerturbationAttribution.__init__(self, forward_func)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -182,6 +185,16 @@ class GameAttribution(PerturbationAttribution):
             show_progress,
             options,
         )
+
+    def attribute_future(self, *args: Any, **kwargs: Any) -> torch.futures.Future[Any]:
+        """Captum's ``attribute_future``: the same call, its result in a completed Future.
+
+        A model that returns ``torch.futures.Future`` works with ``attribute``
+        as well: each forward call's future is waited on as it comes.
+        """
+        future: torch.futures.Future[Any] = torch.futures.Future()
+        future.set_result(self.attribute(*args, **kwargs))
+        return future
 
     # ------------------------------------------------------------------ the flow
 
@@ -336,6 +349,13 @@ class SampledAttribution(GameAttribution):
 
 class KernelAttribution(GameAttribution):
     """Base of regression methods (Captum's ``KernelShap`` argument order)."""
+
+    def attribute_future(self, *args: Any, **kwargs: Any) -> torch.futures.Future[Any]:
+        """Not supported, as for Captum's ``KernelShap``: call ``attribute``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support attribute_future (nor does Captum's "
+            "KernelShap); call attribute, which also accepts models returning futures."
+        )
 
     def attribute(  # type: ignore[override]
         self,

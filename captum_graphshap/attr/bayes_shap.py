@@ -8,6 +8,7 @@ import numbers
 import warnings
 from typing import Any
 
+import captum.attr as captum_attr
 import torch
 from torch import Tensor
 
@@ -68,7 +69,7 @@ class BayesShapOptions(Options):
             raise ValueError("pass either budget= or max_samples=, not both.")
 
 
-class BayesShap(KernelAttribution):
+class BayesShap(KernelAttribution, captum_attr.KernelShap):
     r"""BayesSHAP (Slack et al., NeurIPS 2021): KernelSHAP with credible intervals.
 
     A Bayesian weighted linear regression of the game on sampled coalitions
@@ -110,7 +111,7 @@ class BayesShap(KernelAttribution):
         True
     """
 
-    method_name = "BayesShap"
+    progress_desc = "Bayes Shap attribution"
     Options = BayesShapOptions
 
     def explain(
@@ -119,7 +120,7 @@ class BayesShap(KernelAttribution):
         d = game.num_features
         width = _check_target_width(options.target_width)
         if options.budget is not None:
-            budget_samples = samples_within(options.budget, 2, 1, d + 2, "BayesShap")
+            budget_samples = samples_within(options.budget, 2, 1, 2, "BayesShap")
             samples, cap = (
                 (budget_samples, None)
                 if width is None
@@ -130,11 +131,11 @@ class BayesShap(KernelAttribution):
             cap = _check_max_samples(options.max_samples, samples, width)
         corners = torch.zeros(2, d, dtype=torch.bool, device=game.device)
         corners[1] = True
-        endpoints = game.evaluate(corners, distinct=True, desc="BayesShap endpoints")
+        endpoints = game.evaluate(corners, distinct=True, desc=self.progress_desc)
 
         def evaluate(examples: Tensor, coalitions: Tensor) -> Tensor:
             return game.evaluate_rows(
-                examples, coalitions, show_progress=show_progress, desc=self.method_name
+                examples, coalitions, show_progress=show_progress, desc=self.progress_desc
             )
 
         posterior, report = run_bayes_shap(
@@ -171,11 +172,15 @@ def _check_n_samples(n_samples: Any, d: int) -> int:
         return max(256, 4 * d)
     if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral):
         raise TypeError(f"n_samples must be an int, got {type(n_samples).__name__}.")
+    if n_samples < 2:
+        raise ValueError(f"n_samples must be >= 2 sampled coalitions, got {n_samples}.")
     if n_samples < d + 2:
-        raise ValueError(
-            f"n_samples={n_samples} is too small for d = {d} features: BayesShap needs at "
-            f"least d + 2 = {d + 2} sampled coalitions (besides the empty and full ones); "
-            f"pass n_samples >= {d + 2} or group features with feature_mask."
+        warnings.warn(
+            f"BayesShap: n_samples={n_samples} is below d + 2 = {d + 2} for d = {d} "
+            "features; the posterior rests mostly on the prior and its intervals are wide. "
+            f"Pass n_samples >= {d + 2} or group features with feature_mask.",
+            RuntimeWarning,
+            stacklevel=6,
         )
     check_plan_size(
         int(n_samples), MAX_COALITIONS, "BayesShap", "pass a smaller n_samples or target_width."

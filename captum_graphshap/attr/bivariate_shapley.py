@@ -145,7 +145,7 @@ class BivariateShapley(SampledAttribution):
         torch.Size([2, 4, 4])
     """
 
-    method_name = "BivariateShapley"
+    progress_desc = "Bivariate Shapley attribution"
     Options = BivariateOptions
 
     def uses_graph_mask(self, options: BivariateOptions) -> bool:
@@ -167,7 +167,7 @@ class BivariateShapley(SampledAttribution):
                 "features with feature_mask."
             )
         method = options.method
-        progress = _Progress(show_progress, f"BivariateShapley({method})")
+        progress = _Progress(show_progress, self.progress_desc)
         if options.local:
             # "auto" is the former spelling of graph=None with k (inferred graph)
             graph = (

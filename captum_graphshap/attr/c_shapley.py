@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import captum.attr as captum_attr
+
 from ..plans.l_c_shapley import (
     C_WEIGHTS,
     L_CONTEXTS,
@@ -43,7 +45,7 @@ class CShapleyOptions(GraphOptions):
         check_choice(self.weights, C_WEIGHTS, "weights")
 
 
-class CShapley(GraphAttribution):
+class CShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
     r"""C-Shapley (Chen, Song, Wainwright and Jordan, ICLR 2019, Eq. 6).
 
     Only connected sets of features cooperate: for the connected sets
@@ -71,7 +73,7 @@ class CShapley(GraphAttribution):
         torch.Size([2, 8])
     """
 
-    method_name = "CShapley"
+    progress_desc = "C Shapley attribution"
     Options = CShapleyOptions
 
     def graph_plan(self, options: CShapleyOptions) -> PlanBuilder:

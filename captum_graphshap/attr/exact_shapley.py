@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import captum.attr as captum_attr
+
 from ..engine.coalition_game import CoalitionGame
 from ..engine.plan import DenseCoalitions, Plan
 from ..plans.exact import all_coalitions
@@ -9,7 +11,7 @@ from ..plans.linear import shapley_from_all_coalitions
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 
 
-class ExactShapley(GameAttribution):
+class ExactShapley(GameAttribution, captum_attr.ShapleyValues):
     r"""Exact Shapley values from all :math:`2^d` coalitions.
 
     .. math::
@@ -33,10 +35,10 @@ class ExactShapley(GameAttribution):
         True
     """
 
-    method_name = "ExactShapley"
+    progress_desc = "Shapley Values attribution"
     exact_for_dummies = True
 
     def explain(self, game: CoalitionGame, options: Options, show_progress: bool) -> Outcome:
         coalitions = all_coalitions(game.num_features, game.device)
         plan = Plan(DenseCoalitions(coalitions), shapley_from_all_coalitions, distinct=True)
-        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.method_name)))
+        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc)))

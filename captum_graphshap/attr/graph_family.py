@@ -68,7 +68,7 @@ class GraphAttribution(GameAttribution):
         graphs = resolve_graphs(options.graph, game)
         build = self.graph_plan(options)
         plans = [build(graphs)] if isinstance(graphs, FeatureGraph) else [build(g) for g in graphs]
-        desc = self.method_name or type(self).__name__
+        desc = self.progress_desc
         if not options.return_uncertainty:
             return Outcome(explain_on_graphs(game, plans, show_progress, desc))
         if game.num_references < 2:

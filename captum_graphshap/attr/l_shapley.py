@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import captum.attr as captum_attr
+
 from ..plans.l_c_shapley import L_CONTEXTS, l_shapley_plan
 from ..plans.limits import check_choice
 from .graph_family import GraphAttribution, GraphOptions, PlanBuilder, check_order
@@ -30,7 +32,7 @@ class LShapleyOptions(GraphOptions):
         check_choice(self.context, L_CONTEXTS, "context")
 
 
-class LShapley(GraphAttribution):
+class LShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
     r"""L-Shapley (Chen, Song, Wainwright and Jordan, ICLR 2019, Eq. 5).
 
     Each feature's exact Shapley value in the game restricted to its
@@ -53,7 +55,7 @@ class LShapley(GraphAttribution):
         torch.Size([2, 8])
     """
 
-    method_name = "LShapley"
+    progress_desc = "L Shapley attribution"
     Options = LShapleyOptions
 
     def graph_plan(self, options: LShapleyOptions) -> PlanBuilder:

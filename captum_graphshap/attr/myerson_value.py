@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import captum.attr as captum_attr
+
 from ..plans.exact import myerson_plan
 from .graph_family import GraphAttribution, PlanBuilder
 
 
-class MyersonValue(GraphAttribution):
+class MyersonValue(GraphAttribution, captum_attr.ShapleyValueSampling):
     r"""The Myerson value of the model's game on a feature graph.
 
     The Shapley value of the graph-restricted game
@@ -30,7 +32,7 @@ class MyersonValue(GraphAttribution):
         torch.Size([1, 6])
     """
 
-    method_name = "MyersonValue"
+    progress_desc = "Myerson Value attribution"
 
     def graph_plan(self, options: Any) -> PlanBuilder:
         return myerson_plan

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
+import captum.attr as captum_attr
 import torch
 
 from ..engine.coalition_game import CoalitionGame
@@ -39,7 +41,7 @@ class PairedKernelShapOptions(Options):
         check_generator(self.generator)
 
 
-class PairedKernelShap(KernelAttribution):
+class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
     r"""KernelSHAP with paired sampling and the endpoints enforced.
 
     Coalitions are drawn from the Shapley kernel (size :math:`s` with
@@ -59,7 +61,7 @@ class PairedKernelShap(KernelAttribution):
         True
     """
 
-    method_name = "PairedKernelShap"
+    progress_desc = "Kernel Shap attribution"
     Options = PairedKernelShapOptions
 
     def explain(
@@ -76,7 +78,7 @@ class PairedKernelShap(KernelAttribution):
             values = game.evaluate(endpoints, distinct=True)
             return Outcome(values[:, 1:] - values[:, :1])
         plan = paired_kernel_plan(d, self._samples(options, d), options.generator, game.device)
-        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.method_name)))
+        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc)))
 
     @staticmethod
     def _samples(options: PairedKernelShapOptions, d: int) -> int:
@@ -85,11 +87,19 @@ class PairedKernelShap(KernelAttribution):
             "d pairs (2 d coalitions)."
         )
         if options.budget is not None:
-            count = samples_within(options.budget, 2, 1, 2 * d, "PairedKernelShap")
+            count = samples_within(options.budget, 2, 1, 2, "PairedKernelShap")
             count -= count % 2
         else:
             count = 2 * d + 2048 if options.n_samples is None else options.n_samples
-            count = check_count(count, "n_samples", 2 * d, advice)
+            count = check_count(count, "n_samples", 1)
+            if count < 2 * d:
+                warnings.warn(
+                    f"PairedKernelShap: n_samples={count} is below 2 d = {2 * d} for d = {d} "
+                    f"features; the fit is underdetermined and gives the minimum-norm "
+                    f"solution (efficiency still holds). {advice}",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
         check_plan_size(
             count, MAX_COALITIONS, "PairedKernelShap", "lower n_samples or group features"
         )

@@ -93,7 +93,7 @@ class ShapleyResiduals(GameAttribution):
         True
     """
 
-    method_name = "ShapleyResiduals"
+    progress_desc = "Shapley Residuals attribution"
     Options = ResidualOptions
 
     def uses_graph_mask(self, options: ResidualOptions) -> bool:
@@ -113,7 +113,7 @@ class ShapleyResiduals(GameAttribution):
                 "Ask for the norms only, or group features with feature_mask."
             )
         values = game.evaluate(
-            coalitions, distinct=True, show_progress=show_progress, desc=self.method_name
+            coalitions, distinct=True, show_progress=show_progress, desc=self.progress_desc
         )
         norms = residual_norms(values)
         if not options.return_residuals:
@@ -130,7 +130,7 @@ def _with_residuals(norms: Tensor, edges: Any, games: Any, **more: Any) -> Outco
 def _local(game: CoalitionGame, options: ResidualOptions, show_progress: bool) -> Outcome:
     graphs = resolve_graphs(options.graph, game)
     k = int(options.k)
-    desc = "ShapleyResiduals (local)"
+    desc = ShapleyResiduals.progress_desc
     if isinstance(graphs, FeatureGraph):
         plan = neighbourhood_games_plan(graphs, k, options.context)
         values = game.evaluate(
@@ -177,7 +177,7 @@ def _per_example_norms(
         example_index.to(game.device),
         torch.cat(blocks).to(game.device),
         show_progress=show_progress,
-        desc="ShapleyResiduals (local)",
+        desc=ShapleyResiduals.progress_desc,
     )
     norms = values.new_zeros(game.batch_size, d)
     for example, (chunk, plan) in enumerate(zip(values.split(sizes), plans)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import captum.attr as captum_attr
 import torch
 from torch import Tensor
 
@@ -95,7 +96,7 @@ def check_orderings(n_samples: Any, antithetic: bool, uncertainty: bool) -> int:
     return count
 
 
-class ShapleySampling(SampledAttribution):
+class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     r"""Shapley values by permutation sampling, with intervals.
 
     Each sampled ordering of the features adds them one at a time; a
@@ -123,7 +124,7 @@ class ShapleySampling(SampledAttribution):
         True
     """
 
-    method_name = "ShapleySampling"
+    progress_desc = "Shapley Value Sampling attribution"
     exact_for_dummies = True
     Options = ShapleySamplingOptions
 
@@ -151,7 +152,7 @@ class ShapleySampling(SampledAttribution):
             plan.coalitions,
             reference_index=reference_index,
             show_progress=show_progress,
-            desc=self.method_name,
+            desc=self.progress_desc,
         )
         if not options.return_uncertainty:
             return Outcome(plan.estimator(values))

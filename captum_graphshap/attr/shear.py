@@ -7,6 +7,7 @@ import math
 import warnings
 from typing import Any
 
+import captum.attr as captum_attr
 import torch
 from torch import Tensor
 
@@ -74,7 +75,7 @@ class ShearOptions(Options):
         check_generator(self.generator)
 
 
-class Shear(SampledAttribution):
+class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     r"""SHEAR (Wang et al., ICML 2023): exact Shapley sums over a few cooperators.
 
     For each feature :math:`i`, the :math:`m = \log_2(N/2)` features with the
@@ -103,7 +104,7 @@ class Shear(SampledAttribution):
         torch.Size([1, 3])
     """
 
-    method_name = "Shear"
+    progress_desc = "Shear attribution"
     exact_for_dummies = True
     Options = ShearOptions
 
@@ -164,7 +165,7 @@ class Shear(SampledAttribution):
         )
         cooperators = self._cooperators(game, count, options.cross_contribution)
         plan = shear_plan(cooperators, options.antithetic, options.generator)
-        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.method_name)))
+        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc)))
 
     @staticmethod
     def _samples(options: ShearOptions, d: int) -> int:
