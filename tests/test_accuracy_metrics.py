@@ -83,3 +83,17 @@ def test_metric_inputs_are_checked():
         faithfulness([1.0, 2.0], torch.zeros(1, 2))
     with pytest.raises(ValueError, match="shapes of inputs"):
         monotonicity(lambda x: x.sum(1), torch.ones(2, 3), torch.ones(2, 4))
+
+
+def test_metrics_refuse_non_finite_explanations():
+    nan = torch.full((2, 3), float("nan"))
+    for metric in (ranking_accuracy, absolute_error):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            metric(nan, nan)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        faithfulness(nan, torch.ones(2, 3))
+
+
+def test_half_precision_errors_do_not_overflow():
+    big = torch.full((1, 3), 60000.0, dtype=torch.float16)
+    assert float(absolute_error(big, -big)[0]) == 360000.0

@@ -193,3 +193,8 @@ def test_token_ids_are_masked_with_an_integer_pad_id():
     torch.testing.assert_close(curve[0], torch.tensor([0.0, -1.0, -2.0]).double())
     with pytest.raises(ValueError, match="baselines"):
         masking_curve(model, ids, attributions, baselines=0.5)
+
+
+def test_curve_area_refuses_fractions_that_do_not_increase():
+    with pytest.raises(ValueError, match="increase strictly"):
+        curve_area(torch.ones(2, 3), [0.5, 0.25, 0.0])

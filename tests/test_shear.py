@@ -343,3 +343,13 @@ def test_no_warning_for_smooth_models():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Shear(model).attribute(torch.randn(2, 6, dtype=torch.float64), target=0, n_samples=8)
+
+
+@pytest.mark.parametrize("kind", ["auto", "hessian", "gradient"])
+def test_a_model_without_derivatives_is_refused_clearly(kind):
+    net = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    for model in (lambda x: net(x).detach(), lambda x: (net(x) * 10).round().long()):
+        with pytest.raises(TypeError, match="Shear needs a differentiable model"):
+            Shear(model).attribute(
+                torch.randn(2, 6), target=0, n_samples=8, cross_contribution=kind
+            )

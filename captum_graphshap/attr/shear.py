@@ -171,7 +171,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     def _samples(options: ShearOptions, d: int) -> int:
         if options.budget is None:
             return 16 if options.n_samples is None else _check_budget(options.n_samples)
-        derivatives = {
+        derivatives = 1 + {  # 1: the forward that checks the output is differentiable
             "hessian": HVP_COST * d,
             "gradient": GRADIENT_COST * (d + 1),
             "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
@@ -223,6 +223,25 @@ def _check_budget(n_samples: Any) -> int:
     return n
 
 
+def _check_differentiable(game: CoalitionGame, value_fn: Any) -> None:
+    """One gradient-tracked forward: the explained output must depend on the inputs.
+
+    A detached or integer output has no derivatives; without this check the
+    Hessian form would read as zero and the gradient form fail deep in autograd.
+    """
+    rows = tuple(x.detach().clone().requires_grad_(True) for x in game.inputs)
+    with torch.enable_grad():
+        output = value_fn(*rows)
+    game.evaluations += 1
+    if not output.requires_grad:
+        raise TypeError(
+            "Shear needs a differentiable model, but the explained output does not depend on "
+            "the inputs through autograd (detached, integer-valued, or computed under "
+            "torch.no_grad()). Use ShapleySampling or PairedKernelShap, which need no "
+            "gradients, or return the output without detaching it."
+        )
+
+
 def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
     game.resolve_target()
     value_fn = game.value_function()
@@ -231,6 +250,7 @@ def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
     )
     masks = game.features.masks
     d = game.num_features
+    _check_differentiable(game, value_fn)
     if kind == "gradient":
         game.evaluations += GRADIENT_COST * (d + 1)
         return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)

@@ -21,10 +21,15 @@ from ..engine.features import feature_sums
 
 
 def absolute_error(attributions: Tensor, exact: Tensor) -> Tensor:
-    """``(N,)``: the sum over features of ``|estimate - exact|`` per example (the paper's AE)."""
+    """``(N,)``: the sum over features of ``|estimate - exact|`` per example (the paper's AE).
+
+    Accumulated in float64 and returned in the inputs' dtype, at least float32
+    (a half-precision sum would overflow above 65,504).
+    """
     estimate, truth = _per_example(attributions, "attributions"), _per_example(exact, "exact")
     _same_shape(estimate, truth)
-    return (estimate - truth).abs().sum(dim=1)
+    dtype = torch.promote_types(torch.promote_types(attributions.dtype, exact.dtype), torch.float32)
+    return (estimate - truth).abs().sum(dim=1).to(dtype)
 
 
 def ranking_accuracy(attributions: Tensor, exact: Tensor) -> Tensor:
@@ -141,13 +146,19 @@ def feature_attributions(game: CoalitionGame, attributions: Tensor | tuple[Tenso
 
 
 def _per_example(tensor: Any, name: str) -> Tensor:
+    """``(N, d)`` in float64 (fp16 attributions may exceed 65,504 once compared)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{name} must be a tensor (batch first), got {type(tensor).__name__}.")
     if tensor.dim() < 2:
         raise ValueError(
             f"{name} must be batch first, (N, d) or (N, ...), got {tuple(tensor.shape)}."
         )
-    return tensor.reshape(tensor.shape[0], -1)
+    flat = tensor.reshape(tensor.shape[0], -1).to(torch.float64)
+    if not bool(torch.isfinite(flat).all()):
+        raise ValueError(
+            f"{name} contains NaN or infinite values; a metric of them would be meaningless."
+        )
+    return flat
 
 
 def _same_shape(a: Tensor, b: Tensor) -> None:

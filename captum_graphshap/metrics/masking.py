@@ -149,6 +149,11 @@ def curve_area(curve: Tensor | np.ndarray, fractions: Sequence[float] | Tensor |
         )
     if grid.numel() < 2:
         raise ValueError("fractions needs at least 2 points to have an area.")
+    if bool((grid[1:] <= grid[:-1]).any()):
+        raise ValueError(
+            f"fractions must increase strictly for an area, got {grid.tolist()}; sort them "
+            "(and the curve's columns with them)."
+        )
     if not bool(torch.isfinite(values).all()):
         raise ValueError("curve contains NaN or infinite values.")
     return float(torch.trapezoid(values, grid, dim=1).mean())
