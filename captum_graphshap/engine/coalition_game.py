@@ -98,6 +98,9 @@ class CoalitionGame:
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
+        #: set when the model failed on a batch of several coalitions with the
+        #: automatic batching: the rest of the call sends one at a time
+        self.one_unit_per_call = False
         #: multi-output mode: the values of every ``_run`` of the first output's
         #: run, all outputs kept, replayed by the runs of the other outputs
         self.tape: list[tuple[tuple[Any, ...], Tensor]] = []
@@ -368,6 +371,8 @@ class CoalitionGame:
         return coalitions
 
     def _rows_per_call(self) -> int:
+        if self.one_unit_per_call:
+            return 1
         if self.perturbations_per_eval is not None:
             return self.perturbations_per_eval * self.batch_size
         elements = sum(t[0].numel() for t in self.inputs)
@@ -470,11 +475,21 @@ class CoalitionGame:
                         args = self._expand_args_index(rows_example)
                     output = self._call_model(perturbed, args)
                 except Exception as error:
-                    if not _out_of_memory(error) or unit.numel() == 1:
+                    if unit.numel() == 1:
                         raise
-                    step = max(1, unit.numel() // 2)
-                    buffers.release()
-                    _warn_halved(step * width)
+                    if _out_of_memory(error):
+                        step = max(1, unit.numel() // 2)
+                        buffers.release()
+                        _warn_halved(step * width)
+                        continue
+                    if self.perturbations_per_eval is not None or self.one_unit_per_call:
+                        raise
+                    # A forward that handles one example at a time (Captum's
+                    # LLMAttribution wrappers): retry this chunk one unit per
+                    # call; if that fails too, its error is the real one.
+                    self.one_unit_per_call = True
+                    step = units_per_call = 1
+                    _warn_one_per_call(type(error).__name__, unit.numel() * width)
                     continue
                 if shared:
                     self.evaluations += unit.numel()
@@ -682,6 +697,16 @@ def _warn_halved(rows: int) -> None:
     warnings.warn(
         f"out of memory in a forward call; retrying with {rows} rows per call (halved). "
         "Pass a smaller perturbations_per_eval to avoid the retries.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+
+
+def _warn_one_per_call(error: str, rows: int) -> None:
+    warnings.warn(
+        f"forward_func raised {error} on a batch of {rows} rows; evaluating one coalition "
+        "per call instead (a model that takes one example at a time?). Pass "
+        "perturbations_per_eval=1 to start that way.",
         RuntimeWarning,
         stacklevel=5,
     )

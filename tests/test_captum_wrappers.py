@@ -1,0 +1,128 @@
+"""Captum's wrappers with our classes: LLMAttribution, NoiseTunnel, DataLoaderAttribution.
+
+The LLM is a tiny GPT-2 trained in-process (tests/llm_task.py) on a task with a
+known answer: the next token is the letter after the marker ``#``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from captum.attr import DataLoaderAttribution as CaptumDataLoaderAttribution
+from captum.attr import (
+    FeatureAblation,
+    LLMAttribution,
+    NoiseTunnel,
+    ShapleyValues,
+    TextTemplateInput,
+    TextTokenInput,
+)
+from torch.utils.data import DataLoader, TensorDataset
+
+import captum_graphshap as cg
+from captum_graphshap.wrappers import DataLoaderAttribution
+
+from .optional_deps import optional
+
+optional("transformers")
+
+from . import llm_task  # noqa: E402  (needs transformers)
+
+#: (class, options): every class whose output shape fits LLMAttribution
+LLM_METHODS = [
+    (cg.ExactShapley, {}),
+    (cg.ShapleySampling, {"n_samples": 30}),
+    (cg.PairedKernelShap, {"n_samples": 120}),
+    (cg.BayesShap, {"n_samples": 120}),
+    (cg.LShapley, {"k": 1}),
+    (cg.CShapley, {"k": 2}),
+    (cg.MyersonValue, {}),
+]
+PER_TOKEN = {cg.ExactShapley, cg.ShapleySampling, cg.LShapley, cg.CShapley, cg.MyersonValue}
+
+
+@pytest.fixture(scope="module")
+def model():
+    trained = llm_task.trained_model(250)
+    assert llm_task.accuracy(trained) > 0.95  # the task is learnt: the answer is known
+    return trained
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return llm_task.LetterTokenizer()
+
+
+def prompts(count):
+    ids, answers = llm_task.make_batch(count, torch.Generator().manual_seed(7))
+    for row, answer in zip(ids.tolist(), answers.tolist()):
+        text = " ".join(llm_task.VOCAB[i] for i in row)
+        yield text, llm_task.VOCAB[answer], row.index(1) + 1  # answer's position
+
+
+@pytest.mark.parametrize("cls, options", LLM_METHODS, ids=[c.__name__ for c, _ in LLM_METHODS])
+def test_llm_attribution_finds_the_answer_token(model, tokenizer, cls, options):
+    explainer = LLMAttribution(cls(model), tokenizer)
+    found = 0
+    for text, answer, position in prompts(6):
+        extra = dict(options)
+        if "n_samples" in extra:
+            extra["generator"] = torch.Generator().manual_seed(0)
+        result = explainer.attribute(
+            TextTokenInput(text, tokenizer), target=answer, forward_in_tokens=False, **extra
+        )
+        assert result.seq_attr.shape == (llm_task.PROMPT_LENGTH,)
+        if cls in PER_TOKEN:
+            assert result.token_attr.shape == (1, llm_task.PROMPT_LENGTH)
+        else:
+            assert result.token_attr is None  # Captum gives KernelShap no per-token mode
+        found += int(result.seq_attr.argmax()) == position
+    assert found >= 5
+
+
+def test_exact_shapley_in_llm_attribution_equals_captums_shapley_values(model, tokenizer):
+    text = "c # h a d"  # 5 tokens: Captum's ShapleyValues walks 5! orderings
+    ours = LLMAttribution(cg.ExactShapley(model), tokenizer).attribute(
+        TextTokenInput(text, tokenizer), target="h", forward_in_tokens=False
+    )
+    theirs = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
+        TextTokenInput(text, tokenizer), target="h", forward_in_tokens=False
+    )
+    torch.testing.assert_close(ours.seq_attr, theirs.seq_attr, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ours.token_attr, theirs.token_attr, atol=1e-4, rtol=1e-4)
+
+
+def test_template_segments_form_the_features(model, tokenizer):
+    template = "{} {} # {} {}"
+    inp = TextTemplateInput(template, values=["c f", "a", "h", "k d"])
+    result = LLMAttribution(cg.LShapley(model), tokenizer).attribute(
+        inp, target="h", forward_in_tokens=False, k=1
+    )
+    assert result.seq_attr.shape == (4,)
+    assert int(result.seq_attr.argmax()) == 2
+
+
+def test_noise_tunnel_averages_our_attributions_like_captums():
+    net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(1)
+    ours = NoiseTunnel(cg.ExactShapley(net)).attribute(
+        x, nt_type="smoothgrad", nt_samples=4, stdevs=0.1, target=1
+    )
+    torch.manual_seed(1)
+    theirs = NoiseTunnel(ShapleyValues(net)).attribute(
+        x, nt_type="smoothgrad", nt_samples=4, stdevs=0.1, target=1
+    )
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [cg.ExactShapley, cg.ShapleySampling, cg.PairedKernelShap])
+def test_dataloader_attribution_matches_the_feature_ablation_control(cls):
+    # an additive model: every Shapley value is the ablation difference
+    net = torch.nn.Linear(3, 1)
+    data = DataLoader(
+        TensorDataset(torch.randn(6, 3, generator=torch.Generator().manual_seed(2))), batch_size=2
+    )
+    control = CaptumDataLoaderAttribution(FeatureAblation(net)).attribute(data)
+    ours = DataLoaderAttribution(cls(net)).attribute(data)
+    torch.testing.assert_close(ours[0], control[0], atol=1e-5, rtol=1e-5)
