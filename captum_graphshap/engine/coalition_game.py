@@ -475,7 +475,7 @@ class CoalitionGame:
                         args = self._expand_args_index(rows_example)
                     output = self._call_model(perturbed, args)
                 except Exception as error:
-                    if unit.numel() == 1:
+                    if unit.numel() == 1 or isinstance(error, AggregatedOutput):
                         raise
                     if _out_of_memory(error):
                         step = max(1, unit.numel() // 2)
