@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..plans.bivariate import (
     DEFAULT_PERMUTATIONS,
@@ -28,7 +29,7 @@ from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ._options import check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
-from .graph_family import check_order, resolve_graphs
+from .graph_family import check_order, evaluate_plans, resolve_graphs
 
 METHODS = ("exact", "sampling", "kernel")
 
@@ -264,31 +265,17 @@ def _graph_local(
     all built (and refused) before the model is called."""
     graphs = resolve_graphs(graph, game)
     d = game.num_features
-    if isinstance(graphs, FeatureGraph):
-        coalitions, pairs, single = local_plan(graphs, k)
-        values = game.evaluate(
-            coalitions, distinct=True, show_progress=progress.show, desc=progress.desc
-        )
-        return pairs.apply(values).view(-1, d, d), single.apply(values)
-    plans = [local_plan(g, k) for g in graphs]
-    blocks = []
-    for coalitions, _, _ in plans:
-        padded = torch.zeros(coalitions.shape[0], d, dtype=torch.bool)
-        padded[:, : coalitions.shape[1]] = coalitions
-        blocks.append(padded)
-    sizes = [block.shape[0] for block in blocks]
-    example_index = torch.repeat_interleave(torch.arange(len(blocks)), torch.tensor(sizes))
-    values = game.evaluate_rows(
-        example_index.to(game.device),
-        torch.cat(blocks).to(game.device),
-        distinct=True,
-        show_progress=progress.show,
-        desc=progress.desc,
-    )
-    matrix = values.new_zeros(game.batch_size, d, d)
-    shapley = values.new_zeros(game.batch_size, d)
-    for example, (chunk, (_, pairs, single)) in enumerate(zip(values.split(sizes), plans)):
+    built = [local_plan(g, k) for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)]
+    plans = [
+        Plan(DenseCoalitions(coalitions), single, distinct=True) for coalitions, _, single in built
+    ]
+    values = evaluate_plans(game, plans, progress.show, progress.desc)
+    if len(plans) == 1:
+        return built[0][1].apply(values[0]).view(-1, d, d), built[0][2].apply(values[0])
+    matrix = values[0].new_zeros(game.batch_size, d, d)
+    shapley = values[0].new_zeros(game.batch_size, d)
+    for example, (chunk, (_, pairs, single)) in enumerate(zip(values, built)):
         own = single.num_outputs
-        matrix[example, :own, :own] = pairs.apply(chunk[None]).view(own, own)
-        shapley[example, :own] = single.apply(chunk[None])[0]
+        matrix[example, :own, :own] = pairs.apply(chunk).view(own, own)
+        shapley[example, :own] = single.apply(chunk)[0]
     return matrix, shapley

@@ -90,20 +90,43 @@ def explain_on_graphs(
 ) -> Tensor:
     """Per-feature ``(N, d)`` attributions of graph plans and their linear estimators.
 
-    One plan: shared by the batch. One plan per example (superpixels): every
-    plan is built first (so a refusal comes before any model call), then all
-    examples' rows go through the engine together, expanded chunk by chunk.
     With ``per_reference`` the attributions of each reference's
     single-reference game are kept apart: ``(N, d, B)``.
     """
+    values = evaluate_plans(game, plans, show_progress, desc, per_reference=per_reference)
     if len(plans) == 1:
-        plan = plans[0]
-        values = evaluate_plan(game, plan, show_progress, desc, per_reference=per_reference)
+        plan, shared = plans[0], values[0]
         if not per_reference:
-            return plan.estimator(values)
-        batch, count, refs = values.shape
-        per_row = plan.estimator(values.permute(0, 2, 1).reshape(batch * refs, count))
+            return plan.estimator(shared)
+        batch, count, refs = shared.shape
+        per_row = plan.estimator(shared.permute(0, 2, 1).reshape(batch * refs, count))
         return per_row.view(batch, refs, -1).permute(0, 2, 1)
+    refs = game.num_references if per_reference else 1
+    per_feature = values[0].new_zeros(game.batch_size, game.num_features, refs)
+    for example, (chunk, plan) in enumerate(zip(values, plans)):
+        per_example = plan.estimator(chunk).T
+        per_feature[example, : per_example.shape[0]] = per_example
+    return per_feature if per_reference else per_feature[..., 0]
+
+
+def evaluate_plans(
+    game: CoalitionGame,
+    plans: list[Plan],
+    show_progress: bool,
+    desc: str,
+    per_reference: bool = False,
+) -> list[Tensor]:
+    """The values of one plan shared by the batch, or of one plan per example.
+
+    One plan: ``[values]`` as :func:`~.base.evaluate_plan` gives them. One
+    plan per example (per-example graphs): every plan was built first (so a
+    refusal comes before any model call), then all examples' rows go through
+    the engine together, expanded chunk by chunk, and example ``n``'s values
+    come back as ``(B, M_n)`` (B = 1 without ``per_reference``), in the
+    layout its estimator reads as a batch of B.
+    """
+    if len(plans) == 1:
+        return [evaluate_plan(game, plans[0], show_progress, desc, per_reference=per_reference)]
     d = game.num_features
     refs = game.num_references if per_reference else 1
     sizes = [len(plan) for plan in plans]
@@ -121,16 +144,12 @@ def explain_on_graphs(
     values = game.evaluate_rows(
         example_index.to(game.device),
         store,
-        distinct=True,
+        distinct=all(plan.distinct for plan in plans),
         reference_index=reference_index,
         show_progress=show_progress,
         desc=desc,
     ).view(refs, -1)
-    per_feature = values.new_zeros(game.batch_size, d, refs)
-    for example, (chunk, plan) in enumerate(zip(values.split(sizes, dim=1), plans)):
-        per_example = plan.estimator(chunk).T
-        per_feature[example, : per_example.shape[0]] = per_example
-    return per_feature if per_reference else per_feature[..., 0]
+    return list(values.split(sizes, dim=1))
 
 
 def resolve_graphs(graph: Any, game: CoalitionGame) -> FeatureGraph | list[FeatureGraph]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..plans.exact import all_coalitions
 from ..uncertainty.local_residuals import (
@@ -24,7 +25,7 @@ from ..uncertainty.residuals import (
     residual_vectors,
 )
 from .base import GameAttribution, Options, Outcome
-from .graph_family import check_order, resolve_graphs
+from .graph_family import check_order, evaluate_plans, resolve_graphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,24 +131,31 @@ def _with_residuals(norms: Tensor, edges: Any, games: Any, **more: Any) -> Outco
 def _local(game: CoalitionGame, options: ResidualOptions, show_progress: bool) -> Outcome:
     graphs = resolve_graphs(options.graph, game)
     k = int(options.k)
-    desc = ShapleyResiduals.progress_desc
-    if isinstance(graphs, FeatureGraph):
-        plan = neighbourhood_games_plan(graphs, k, options.context)
-        values = game.evaluate(
-            plan.coalitions.to(game.device), show_progress=show_progress, desc=desc
-        )
-        norms = local_residual_norms(values, plan)
-        if not options.return_residuals:
-            return Outcome(norms)
-        return _local_output(norms, values, plan)
-    if options.return_residuals:
+    if not isinstance(graphs, FeatureGraph) and options.return_residuals:
         raise ValueError(
             "return_residuals=True with one graph per example is not supported (the "
             "neighbourhood games differ per example); ask for the norms only, or "
             "explain one example at a time."
         )
-    plans = [neighbourhood_games_plan(g, k, options.context) for g in graphs]
-    return Outcome(_per_example_norms(game, plans, show_progress))
+    games = [
+        neighbourhood_games_plan(g, k, options.context)
+        for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)
+    ]  # every plan (and refusal) before any model call
+    plans = [
+        Plan(DenseCoalitions(plan.coalitions), functools.partial(local_residual_norms, plan=plan))
+        for plan in games
+    ]
+    values = evaluate_plans(game, plans, show_progress, ShapleyResiduals.progress_desc)
+    if len(plans) == 1:
+        norms = plans[0].estimator(values[0])
+        if not options.return_residuals:
+            return Outcome(norms)
+        return _local_output(norms, values[0], games[0])
+    norms = values[0].new_zeros(game.batch_size, game.num_features)
+    for example, (chunk, plan) in enumerate(zip(values, plans)):
+        per_example = plan.estimator(chunk)[0]
+        norms[example, : per_example.shape[0]] = per_example
+    return Outcome(norms)
 
 
 def _local_output(norms: Tensor, values: Tensor, plan: NeighbourhoodGames) -> Outcome:
@@ -159,27 +167,3 @@ def _local_output(norms: Tensor, values: Tensor, plan: NeighbourhoodGames) -> Ou
         edges.append(edge)
         games.append(local_game)
     return _with_residuals(norms, edges, games, neighbourhoods=list(plan.neighbourhoods))
-
-
-def _per_example_norms(
-    game: CoalitionGame, plans: list[NeighbourhoodGames], show_progress: bool
-) -> Tensor:
-    """Local norms with one graph per example: every example's rows in one ragged batch."""
-    d = game.num_features
-    blocks = []
-    for plan in plans:
-        padded = torch.zeros(plan.coalitions.shape[0], d, dtype=torch.bool)
-        padded[:, : plan.coalitions.shape[1]] = plan.coalitions
-        blocks.append(padded)
-    sizes = [block.shape[0] for block in blocks]
-    example_index = torch.repeat_interleave(torch.arange(len(blocks)), torch.tensor(sizes))
-    values = game.evaluate_rows(
-        example_index.to(game.device),
-        torch.cat(blocks).to(game.device),
-        show_progress=show_progress,
-        desc=ShapleyResiduals.progress_desc,
-    )
-    norms = values.new_zeros(game.batch_size, d)
-    for example, (chunk, plan) in enumerate(zip(values.split(sizes), plans)):
-        norms[example, : len(plan.neighbourhoods)] = local_residual_norms(chunk[None], plan)[0]
-    return norms
