@@ -171,11 +171,14 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     def _samples(options: ShearOptions, d: int) -> int:
         if options.budget is None:
             return 16 if options.n_samples is None else _check_budget(options.n_samples)
-        derivatives = 1 + {  # 1: the forward that checks the output is differentiable
-            "hessian": HVP_COST * d,
-            "gradient": GRADIENT_COST * (d + 1),
-            "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
-        }[options.cross_contribution]
+        derivatives = (
+            1
+            + {  # 1: the forward that checks the output is differentiable
+                "hessian": HVP_COST * d,
+                "gradient": GRADIENT_COST * (d + 1),
+                "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
+            }[options.cross_contribution]
+        )
 
         def cost(n: int) -> int:  # an exact plan (n >= 2^d) needs no derivatives
             return d * n + (0 if n >= 2**d else derivatives)
