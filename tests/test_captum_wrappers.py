@@ -126,3 +126,47 @@ def test_dataloader_attribution_matches_the_feature_ablation_control(cls):
     control = CaptumDataLoaderAttribution(FeatureAblation(net)).attribute(data)
     ours = DataLoaderAttribution(cls(net)).attribute(data)
     torch.testing.assert_close(ours[0], control[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "cls, options",
+    [
+        (cg.ExactShapley, {}),
+        (cg.ShapleySampling, {"n_samples": 20}),
+        (cg.PairedKernelShap, {"n_samples": 64}),
+        (cg.LShapley, {"k": 1}),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_captum_metrics_take_our_attributions(cls, options):
+    from captum.metrics import infidelity, sensitivity_max
+
+    net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(5))
+    explainer = cls(net)
+    attributions = explainer.attribute(x, target=1, **options)
+
+    def perturb(inputs):
+        noise = torch.randn(inputs.shape, generator=torch.Generator().manual_seed(6)) * 0.1
+        return noise, inputs - noise
+
+    score = infidelity(net, perturb, x, attributions, target=1)
+    assert score.shape == (3,) and bool(torch.isfinite(score).all())
+    sensitivity = sensitivity_max(explainer.attribute, x, target=1, **options)
+    assert sensitivity.shape == (3,) and bool(torch.isfinite(sensitivity).all())
+
+
+def test_bivariate_univariate_values_go_to_captum_metrics():
+    from captum.metrics import infidelity
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 1))
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(8))
+    matrix, shapley = cg.BivariateShapley(net).attribute(x, target=0, return_shapley=True)
+    assert matrix.shape == (2, 4, 4)
+    torch.testing.assert_close(shapley, cg.ExactShapley(net).attribute(x, target=0))
+
+    def perturb(inputs):
+        noise = torch.full_like(inputs, 0.05)
+        return noise, inputs - noise
+
+    assert bool(torch.isfinite(infidelity(net, perturb, x, shapley, target=0)).all())
