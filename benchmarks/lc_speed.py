@@ -155,7 +155,7 @@ def ours(case: Case, per_eval: int | None) -> Callable[[], object]:
 
 def bare_model(case: Case) -> Callable[[], None]:
     """The same plan's rows, pre-built with ``torch.where``, through the bare model."""
-    coalitions, _ = PLANS[case.method](case.graph, case.k)
+    coalitions = PLANS[case.method](case.graph, case.k).coalitions.dense()
     coalitions = coalitions.to(case.x.device)
     flat = case.mask.reshape(-1)
     background = torch.zeros_like(case.x)

@@ -7,6 +7,8 @@ user's tensors are never mutated, and unused feature ids are dummies.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -101,16 +103,32 @@ def test_out_of_memory_halves_the_chunk_and_retries(cls, extra):
     torch.testing.assert_close(got, expected)
 
 
-def test_other_errors_are_not_retried():
+def test_other_errors_are_raised_after_one_try_at_one_coalition_per_call():
+    # a model that takes one example at a time (Captum's LLM wrappers) fails on
+    # batches; one coalition per call is tried once, and a real error raised
     calls = []
 
     def broken(x):
         calls.append(x.shape[0])
         raise RuntimeError("shape mismatch in layer 3")
 
-    with pytest.raises(RuntimeError, match="shape mismatch"):
-        ExactShapley(broken).attribute(torch.randn(2, 3))
-    assert len(calls) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no misleading "falling back" warning
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            ExactShapley(broken).attribute(torch.randn(2, 3))
+    assert calls == [16, 2]  # all 8 coalitions x 2 examples, then one coalition
+
+
+def test_a_forward_of_one_example_at_a_time_is_called_one_coalition_per_call():
+    def one_at_a_time(x):
+        if x.shape[0] != 1:
+            raise IndexError("this forward takes one example")
+        return smooth(x)
+
+    x = torch.randn(1, D)
+    with pytest.warns(RuntimeWarning, match="one coalition per call"):
+        got = ExactShapley(one_at_a_time).attribute(x)
+    torch.testing.assert_close(got, ExactShapley(smooth).attribute(x))
 
 
 @pytest.mark.parametrize("cls, extra", CLASSES, ids=IDS)

@@ -442,10 +442,9 @@ class CoalitionGame:
         )
         arg_cache: dict[int, tuple[Any, ...]] = {}
         buffers = _RowBuffers(self.inputs, reuse=self.reuse_buffers)
-        # The first call is small: it tells how the model answers (one output
-        # per row, several, or one for the whole batch) before big chunks go.
-        step = 1 if shared else min(units_per_call, 2)
+        step = units_per_call
         start = 0
+        fallback_from: tuple[str, int] | None = None
         with (
             torch.no_grad(),
             tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
@@ -489,8 +488,11 @@ class CoalitionGame:
                     # call; if that fails too, its error is the real one.
                     self.one_unit_per_call = True
                     step = units_per_call = 1
-                    _warn_one_per_call(type(error).__name__, unit.numel() * width)
+                    fallback_from = (type(error).__name__, unit.numel() * width)
                     continue
+                if fallback_from is not None:  # one coalition per call works: say so once
+                    _warn_one_per_call(*fallback_from)
+                    fallback_from = None
                 if shared:
                     self.evaluations += unit.numel()
                 else:
@@ -504,7 +506,6 @@ class CoalitionGame:
                     totals.index_add_(0, slot, row_values)
                 bar.update(unit.numel() * width)
                 start += unit.numel()
-                step = units_per_call
         if self.on_nan == "raise":
             self._check_finite(totals, coalitions, example_index, refs, per_reference)
         if refs > 1 and not per_reference:
