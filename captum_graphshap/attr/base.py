@@ -280,6 +280,8 @@ class GameAttribution(PerturbationAttribution):
         exact for dummies. Ids unused by every example are dropped for every
         class: no evaluation is spent on them.
         """
+        if game.features.numbers_every_id():
+            return self.explain(game, options, show_progress)
         present = game.features.present()
         groups, which = torch.unique(present, dim=0, return_inverse=True)
         if groups.shape[0] == 1 and bool(groups.all()):
@@ -407,8 +409,10 @@ def model_state_kept(forward_func: Any) -> Iterator[None]:
     module = forward_func if isinstance(forward_func, torch.nn.Module) else None
     if module is None and isinstance(getattr(forward_func, "__self__", None), torch.nn.Module):
         module = forward_func.__self__
-    modes = () if module is None else [m for m in module.modules() if m.training]
-    affected = sorted({type(m).__name__ for m in modes if isinstance(m, TRAIN_MODE_LAYERS)})
+    modes = [] if module is None or not module.training else list(module.modules())
+    affected = sorted(
+        {type(m).__name__ for m in modes if m.training and isinstance(m, TRAIN_MODE_LAYERS)}
+    )
     if module is None or not affected:
         yield
         return

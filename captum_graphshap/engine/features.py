@@ -47,6 +47,20 @@ class FeatureMasks:
         ).amax(dim=0)
         return largest + 1
 
+    def numbers_every_id(self) -> bool:
+        """Whether the masks are shared and number their elements ``0..d-1`` in order
+        (Captum's default mask): every id is used, known without looking at the data."""
+        ranges = self.id_ranges
+        if self.per_example or any(r is None for r in ranges):
+            return False
+        spans = sorted(r for r in ranges if r is not None and r[1] > r[0])
+        covered = 0
+        for start, stop in spans:
+            if start != covered:
+                return False
+            covered = stop
+        return covered == self.num_features
+
     def present(self) -> Tensor:
         """``(N or 1, d)`` bool: which feature ids occur in each example's masks."""
         rows = self.masks[0].shape[0]
