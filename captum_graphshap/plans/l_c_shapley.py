@@ -10,6 +10,7 @@ import torch
 from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph, GridGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
+from . import stencils
 from .exact import _PlanBuilder
 from .limits import MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, myerson_weight, shapley_weights
@@ -30,8 +31,37 @@ def l_shapley_plan(
     Refuses plans of more than ``limit`` coalitions before deduplication.
     """
     check_choice(context, L_CONTEXTS, "context")
+    grid = _stencil_grid(graph, k)
+    if grid is not None:
+        return _grid_plan("L", *grid, k, context, "", limit)
     check_neighbourhood_plan_size(graph, k, limit, f"LShapley with k={k}")
     return _l_shapley_plan_cached(graph, k, context)
+
+
+def _stencil_grid(graph: FeatureGraph, k: int) -> tuple[int, int] | None:
+    """The grid of a grid or line graph whose plans the stencil builder makes.
+
+    It serves every size at ``k <= 2`` and large grids at any ``k`` whose
+    stencil fits a bitmask; small grids with a large ``k`` (a ball covering
+    most of the grid) keep the per-node enumeration, which is cheaper there.
+    """
+    shape = stencils.grid_shape(graph)
+    if shape is None or not stencils.fits(k, *shape):
+        return None
+    return shape if k <= 2 or shape[0] * shape[1] >= STENCIL_MIN_NODES else None
+
+
+#: Above this many nodes a grid's plans always come from the stencil.
+STENCIL_MIN_NODES = 4096
+
+
+@functools.lru_cache(maxsize=32)
+def _grid_plan(
+    kind: str, height: int, width: int, k: int, context: str, weights: str, limit: int
+) -> Plan:
+    if kind == "L":
+        return stencils.l_shapley_grid_plan(height, width, k, context, limit)
+    return stencils.c_shapley_grid_plan(height, width, k, context, weights, limit)
 
 
 @functools.lru_cache(maxsize=64)
@@ -69,6 +99,9 @@ def c_shapley_plan(
     """
     check_choice(context, L_CONTEXTS, "context")
     check_choice(weights, C_WEIGHTS, "weights")
+    grid = _stencil_grid(graph, k)
+    if grid is not None:
+        return _grid_plan("C", *grid, k, context, weights, limit)
     return _c_shapley_plan_cached(graph, k, context, weights, limit)
 
 
