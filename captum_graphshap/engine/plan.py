@@ -192,6 +192,38 @@ class PrefixCoalitions(CoalitionSet):
         return torch.cat([zeros, sums], dim=1).reshape(-1, weights.shape[1])
 
 
+class IntervalCoalitions(CoalitionSet):
+    """Coalitions that are index ranges ``[starts[m], ends[m]]`` (empty when start > end).
+
+    The connected sets of a line; memory is two ids per coalition.
+    """
+
+    def __init__(self, starts: Tensor, ends: Tensor, num_features: int) -> None:
+        self.starts = starts.to(torch.long)
+        self.ends = ends.to(device=self.starts.device, dtype=torch.long)
+        self.num_features = num_features
+
+    def __len__(self) -> int:
+        return self.starts.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.starts.device
+
+    def take(self, index: Tensor) -> Tensor:
+        position = torch.arange(self.num_features, device=index.device)
+        starts = self.starts.to(index.device)[index]
+        ends = self.ends.to(index.device)[index]
+        return (position[None, :] >= starts[:, None]) & (position[None, :] <= ends[:, None])
+
+    def weighted_sums(self, weights: Tensor) -> Tensor:
+        weights = weights.to(self.device)
+        cumulative = torch.cat([torch.zeros_like(weights[:1]), torch.cumsum(weights, dim=0)])
+        empty = self.starts > self.ends
+        ends = torch.where(empty, self.starts - 1, self.ends)
+        return cumulative[ends + 1] - cumulative[self.starts.clamp(max=self.num_features)]
+
+
 Estimator = Callable[[Tensor], Tensor]
 
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from ..graphs import FeatureGraph
+from ..graphs import FeatureGraph, LineGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_plan_size
 from .linear import SparseLinearMap, myerson_weight
@@ -90,7 +90,24 @@ def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
     ``v0(U) - sum_{T in components(U - i)} v0(T)`` with ``v0 = v - v(empty)``,
     and these coalitions together carry the weight :func:`myerson_weight`.
     """
+    if isinstance(graph, LineGraph):
+        n = graph.num_nodes
+        count = n * (n + 1) // 2
+        if count > limit - 1:
+            raise ValueError(
+                f"MyersonValue: the graph has more than {limit - 1:,} connected subsets "
+                f"({count:,} intervals of {n} nodes). The Myerson value needs every connected "
+                "coalition; use a coarser feature_mask or C-Shapley with a small k."
+            )
+        return _line_myerson_plan(n)
     return _myerson_plan_cached(graph, limit)
+
+
+@functools.lru_cache(maxsize=16)
+def _line_myerson_plan(n: int) -> Plan:
+    from .stencils import line_myerson_plan
+
+    return line_myerson_plan(n)
 
 
 @functools.lru_cache(maxsize=64)

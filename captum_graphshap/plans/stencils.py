@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..engine.plan import MemberCoalitions, Plan
+from ..engine.plan import IntervalCoalitions, MemberCoalitions, Plan
 from ..graphs import FeatureGraph, GridGraph, LineGraph
 from .limits import check_plan_size
 from .linear import SparseLinearMap, myerson_weight, shapley_weights
@@ -378,3 +378,55 @@ def _refuse(method: str, count: int, limit: int, ball_sizes: Tensor) -> None:
         "or group elements into fewer features (patches, superpixels) with feature_mask.",
     )
     raise ValueError(_more_than(method, limit))
+
+
+# ------------------------------------------------------------------ Myerson on a line
+
+
+def line_myerson_plan(n: int) -> Plan:
+    """The Myerson value on a line: the empty set and every interval, O(n^2) in all.
+
+    With ``V[a, b] = v0([a, b])`` (``v0 = v - v(empty)``) and ``w(a, b)`` the
+    Myerson weight of the interval (its size, and a boundary of 0, 1 or 2
+    nodes), the components of ``[a, b]`` without ``i`` are ``[a, i-1]`` and
+    ``[i+1, b]``, so
+
+    ``phi_i = sum_{a<=i<=b} w(a,b) V[a,b] - sum_{a<i} V[a,i-1] W_after(a, i)
+    - sum_{b>i} V[i+1,b] W_before(i, b)``
+
+    with the weights summed over the free end: three masked sums over an
+    ``n x n`` table, never a sparse map of the ``n^3/6`` (interval, member) pairs.
+    """
+    first, last = torch.triu_indices(n, n)
+    starts = torch.cat([torch.ones(1, dtype=torch.long), first])  # [1, 0] is the empty set
+    ends = torch.cat([torch.zeros(1, dtype=torch.long), last])
+    weight = _line_weights(n)  # (n, n), zero below the diagonal
+    after = torch.flip(torch.cumsum(torch.flip(weight, [1]), dim=1), [1])  # sum over b >= j
+    before = torch.cumsum(weight, dim=0)  # sum over a <= i
+    lower = torch.ones(n, n, dtype=torch.bool).tril()  # [a, i]: a <= i
+
+    def estimate(values: Tensor) -> Tensor:
+        # V is upper triangular (a <= b): terms with an empty part vanish by themselves
+        table = values.new_zeros(values.shape[0], n, n)
+        table[:, first, last] = values[:, 1:] - values[:, :1]
+        w, w_after, w_before, mask = (
+            t.to(values.device, values.dtype) for t in (weight, after, before, lower)
+        )
+        # sum_{a<=i} sum_{b>=i} w V: suffix sums over b, kept where a <= i
+        suffix = torch.flip(torch.cumsum(torch.flip(w * table, [2]), dim=2), [2])
+        phi = (suffix * mask.T[None]).sum(dim=1)
+        # sum_{a<=i-1} V[a, i-1] W_after[a, i]
+        phi[:, 1:] -= (table[:, :, :-1] * w_after[None, :, 1:]).sum(dim=1)
+        # sum_{b>=i+1} V[i+1, b] W_before[i, b]
+        phi[:, :-1] -= (table[:, 1:, :] * w_before[None, :-1, :]).sum(dim=2)
+        return phi
+
+    return Plan(IntervalCoalitions(starts, ends, n), estimate, distinct=True)
+
+
+def _line_weights(n: int) -> Tensor:
+    """``w[a, b]``: the Myerson weight of the interval ``[a, b]`` of a line of n nodes."""
+    size = torch.arange(n)[None, :] - torch.arange(n)[:, None] + 1
+    boundary = (torch.arange(n)[:, None] > 0).long() + (torch.arange(n)[None, :] < n - 1).long()
+    table = _myerson_weight_table(n, 2)
+    return torch.where(size > 0, table[size.clamp(min=0), boundary], torch.zeros(()).double())
