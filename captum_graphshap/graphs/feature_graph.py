@@ -56,6 +56,12 @@ class FeatureGraph:
         ``neighbours[i]`` lists the neighbours of node ``i``. The graph is
         symmetrised and self loops are dropped. Prefer the ``from_*``
         constructors, which validate their input.
+
+    Example:
+        >>> from captum_graphshap import FeatureGraph
+        >>> star = FeatureGraph.from_edges(4, [(0, 1), (0, 2), (0, 3)])
+        >>> star.neighbourhood(1, 1), star.diameter()
+        ((0, 1), 2)
     """
 
     def __init__(self, neighbours: Sequence[Iterable[int]]) -> None:

@@ -35,6 +35,11 @@ class LineGraph(FeatureGraph):
     ----------
     n:
         Number of nodes, an int ``>= 1``.
+
+    Example:
+        >>> from captum_graphshap import LineGraph
+        >>> LineGraph(5).neighbourhood(0, 2)
+        (0, 1, 2)
     """
 
     def __init__(self, n: int) -> None:
@@ -53,6 +58,11 @@ class GridGraph(FeatureGraph):
     ----------
     height, width:
         Grid size, ints ``>= 1``.
+
+    Example:
+        >>> from captum_graphshap import GridGraph
+        >>> GridGraph(3, 3).neighbourhood(4, 1)  # the centre and its 4 neighbours
+        (1, 3, 4, 5, 7)
     """
 
     def __init__(self, height: int, width: int) -> None:
@@ -119,6 +129,12 @@ class SuperpixelGraph(FeatureGraph):
     feature_mask:
         Long ``(H, W)`` tensor, the label map relabelled to ``0..n-1`` in the
         sorted order of the original labels: pass it as ``feature_mask``.
+
+    Example:
+        >>> from captum_graphshap import SuperpixelGraph
+        >>> graph = SuperpixelGraph.from_segments([[5, 5, 7], [9, 9, 7]])
+        >>> graph.num_nodes, graph.edges()
+        (3, [(0, 1), (0, 2), (1, 2)])
     """
 
     feature_mask: Tensor
