@@ -236,7 +236,7 @@ def test_token_level_explanation_sees_sub_words(model):
 
 def test_explain_sentiment_default_model_is_loaded_once_per_device(model, monkeypatch):
     loaded = []
-    monkeypatch.setattr(text, "_cached_model", lambda device: loaded.append(device) or model)
+    monkeypatch.setattr(text.minilm, "_cached_model", lambda device: loaded.append(device) or model)
     (result,) = explain_sentiment("a wonderful film", k=1)
     assert loaded == ["cpu"] and result.label == "positive" and result.words[-1] == "film"
 

@@ -10,11 +10,8 @@ with the masking experiment (Fig. 3) and writes an HTML report.
 from __future__ import annotations
 
 import contextlib
-import html
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,81 +19,21 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
-
-INSTALL_DEMO = 'pip install "captum-graphshap[demo]"'
-
-# Method names: keys of every dict in DemoResult, in table order.
-C_SHAPLEY_2 = "C-Shapley, pixels, k=2"
-C_SHAPLEY_1 = "C-Shapley, pixels, k=1"
-L_SHAPLEY = "L-Shapley, 2x2 patches, k=1"
-CAPTUM_SAMPLING = "Captum ShapleyValueSampling"
-CAPTUM_KERNEL = "Captum KernelShap"
-EXACT_PATCHES = "Exact Shapley, 4x4 patches"
-RANDOM = "random ranking"
-METHODS = (C_SHAPLEY_2, C_SHAPLEY_1, L_SHAPLEY, CAPTUM_SAMPLING, CAPTUM_KERNEL, EXACT_PATCHES)
-
-SENTENCES = (
-    "The acting was wonderful and the story moving, though the ending dragged.",
-    "A dull, clumsy film with a plot that makes no sense.",
+from ..metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
+from .report import _budget_note, _print_table, plot_curves, plot_heatmaps, write_report
+from .results import (
+    C_SHAPLEY_1,
+    C_SHAPLEY_2,
+    CAPTUM_KERNEL,
+    CAPTUM_SAMPLING,
+    EXACT_PATCHES,
+    INSTALL_DEMO,
+    L_SHAPLEY,
+    RANDOM,
+    SENTENCES,
+    DemoDependencyError,
+    DemoResult,
 )
-
-
-class DemoDependencyError(RuntimeError):
-    """An optional dependency the demo needs is missing."""
-
-
-@dataclass
-class DemoResult:
-    """What :func:`run_demo` measured; every dict is keyed by method name.
-
-    Attributes
-    ----------
-    report:
-        Path of the HTML report.
-    accuracy:
-        Test accuracy of the CNN on the held-out digits.
-    examples, labels, predicted:
-        The explained digits ``(N, 1, 8, 8)``, their true and predicted classes.
-    attributions:
-        ``(N, 1, 8, 8)`` attributions of the log-probability of the predicted
-        class, per method (``RANDOM`` holds the random scores).
-    evaluations:
-        Model evaluations (forward rows) per explained digit, per method.
-    seconds:
-        Wall time of each method on all ``N`` digits.
-    fractions, curves, auc:
-        The masking experiment: fractions of pixels masked, ``(N, F)`` change
-        in log-odds of the predicted class, and its mean area (lower is better).
-    exact_total, exact_gain:
-        Per digit, the sum of the exact Shapley values of the 4 patches and
-        ``log p(x) - log p(0)`` of the predicted class: equal (efficiency).
-    text:
-        ``(words, attributions, label)`` per sentence, or None when skipped.
-    wall_seconds, notes:
-        Total wall time; sections skipped and why.
-    context, weights:
-        The L-/C-Shapley options used.
-    """
-
-    report: Path
-    accuracy: float
-    examples: Tensor
-    labels: Tensor
-    predicted: Tensor
-    attributions: dict[str, Tensor]
-    evaluations: dict[str, float]
-    seconds: dict[str, float]
-    fractions: tuple[float, ...]
-    curves: dict[str, Tensor]
-    auc: dict[str, float]
-    exact_total: Tensor
-    exact_gain: Tensor
-    text: list[tuple[list[str], list[float], str]] | None = None
-    wall_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    context: str = "baseline"
-    weights: str = "myerson"
 
 
 class CountingModel(nn.Module):
@@ -328,7 +265,7 @@ def explain_digits(
     """Attributions, model evaluations per digit and seconds, per method."""
     from captum.attr import KernelShap, ShapleyValueSampling
 
-    from . import CShapley, ExactShapley, GridGraph, LShapley
+    from .. import CShapley, ExactShapley, GridGraph, LShapley
 
     counter = CountingModel(model)
     n = examples.shape[0]
@@ -419,7 +356,7 @@ def text_section(
     saying why the section was skipped.
     """
     try:
-        from . import text as text_module
+        from .. import text as text_module
 
         explanations = text_module.explain_sentiment(list(sentences), k=2, method="c_shapley")
     except ImportError as error:
@@ -444,155 +381,3 @@ def _unpack_explanation(item: Any) -> tuple[list[str], list[float], str]:
         words, attr, label = item
     values = attr.tolist() if isinstance(attr, Tensor) else [float(a) for a in attr]
     return [str(w) for w in words], [float(a) for a in values], str(label)
-
-
-def _budget_note(evaluations: dict[str, float]) -> str:
-    budget, wide = evaluations[C_SHAPLEY_1], evaluations[C_SHAPLEY_2]
-    return (
-        f"Captum's samplers get C-Shapley k=1's budget, {budget:.0f} model evaluations per "
-        f"digit; matching k=2's {wide:.0f} would make Captum's KernelShap, which draws its "
-        f"samples one at a time in Python, {wide / budget:.0f}x slower."
-    )
-
-
-def _print_table(
-    evaluations: dict[str, float], seconds: dict[str, float], auc: dict[str, float]
-) -> None:
-    best = min(auc, key=auc.__getitem__)
-    print(f"{'method':<30} {'evals/digit':>11} {'time':>8} {'masking AUC':>12}")
-    for name, area in auc.items():
-        evals = f"{evaluations[name]:.0f}" if name in evaluations else "-"
-        took = f"{seconds[name]:.2f} s" if name in seconds else "-"
-        mark = "  <- best" if name == best else ""
-        print(f"{name:<30} {evals:>11} {took:>8} {area:>12.3f}{mark}")
-
-
-def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:
-    # A bare Figure renders with Agg and never touches pyplot or a display.
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=size, layout="constrained")
-    return figure, figure.subplots(rows, cols, squeeze=False)
-
-
-def plot_heatmaps(
-    path: Path, examples: Tensor, predicted: Tensor, attributions: dict[str, Tensor]
-) -> None:
-    """Digits (rows) by method (columns), drawn with Captum's visualisation."""
-    from captum.attr import visualization
-
-    from .viz import to_hwc
-
-    names = [name for name in attributions if name != RANDOM]
-    n = examples.shape[0]
-    figure, axes = _figure(n, len(names) + 1, (1.6 * (len(names) + 1), 1.75 * n + 0.6))
-    for i in range(n):
-        image = to_hwc(examples, i)
-        # Captum draws a one-channel image in colour; a digit reads better in grey.
-        axes[i][0].imshow(image[:, :, 0], cmap="gray", vmin=0, vmax=1)
-        axes[i][0].set_xticks([])
-        axes[i][0].set_yticks([])
-        axes[i][0].set_title(("digit\n" if i == 0 else "") + f"predicted {int(predicted[i])}")
-        for j, name in enumerate(names, start=1):
-            with warnings.catch_warnings():
-                # Captum warns when a map is ~0 everywhere (normalising by ~0).
-                warnings.simplefilter("ignore", UserWarning)
-                visualization.visualize_image_attr(
-                    to_hwc(attributions[name], i),
-                    image,
-                    method="heat_map",
-                    sign="all",
-                    plt_fig_axis=(figure, axes[i][j]),
-                    use_pyplot=False,
-                    title=name.replace(", ", "\n") if i == 0 else None,
-                )
-    for row in axes:
-        for axis in row:
-            axis.title.set_fontsize(7)
-    figure.savefig(path, dpi=110)
-
-
-def plot_curves(path: Path, fractions: Sequence[float], curves: dict[str, Tensor]) -> None:
-    """Mean masking curve per method."""
-    figure, axes = _figure(1, 1, (6.4, 4.2))
-    axis = axes[0][0]
-    percent = [100 * f for f in fractions]
-    for name, curve in curves.items():
-        style = "--" if name == RANDOM else "-"
-        axis.plot(percent, curve.mean(0).tolist(), style, marker=".", label=name)
-    axis.set_xlabel("pixels masked, top-ranked first (%)")
-    axis.set_ylabel("change in log-odds of predicted class")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
-    figure.savefig(path, dpi=110)
-
-
-def write_report(result: DemoResult, heatmaps: str, masking: str) -> None:
-    """The HTML report: the table, the figures (files next to it) and the text."""
-    best = min(result.auc, key=result.auc.__getitem__)
-    rows = []
-    for name, area in result.auc.items():
-        evals = f"{result.evaluations[name]:.0f}" if name in result.evaluations else "–"
-        took = f"{result.seconds[name]:.2f} s" if name in result.seconds else "–"
-        weight = ' style="font-weight:bold"' if name == best else ""
-        rows.append(
-            f"<tr{weight}><td>{html.escape(name)}</td><td>{evals}</td><td>{took}</td>"
-            f"<td>{area:.3f}</td></tr>"
-        )
-    efficiency = float((result.exact_total - result.exact_gain).abs().max())
-    text_html = ""
-    if result.text:
-        lines = []
-        for words, attr, label in result.text:
-            scale = max((abs(a) for a in attr), default=0.0) or 1.0
-            spans = " ".join(
-                f'<span style="background:{_colour(a / scale)}" title="{a:+.3f}">'
-                f"{html.escape(w)}</span>"
-                for w, a in zip(words, attr)
-            )
-            lines.append(f"<p><b>{html.escape(label)}</b>: {spans}</p>")
-        text_html = (
-            "<h2>Text: C-Shapley (k=2) on words</h2><p>Zero-shot MiniLM sentiment; "
-            "green supports the predicted label, red opposes it.</p>" + "".join(lines)
-        )
-    notes = "".join(f"<p><i>{html.escape(note)}</i></p>" for note in result.notes)
-    n = result.examples.shape[0]
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>captum-graphshap demo</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em}}
-td:not(:first-child){{text-align:right}}</style></head><body>
-<h1>captum-graphshap demo: L-/C-Shapley on digits</h1>
-<p>A small CNN trained on scikit-learn's 8x8 digits (test accuracy
-{result.accuracy:.1%}). {n} held-out digits are explained: each method
-attributes the <b>log-probability of the predicted class</b>; absent pixels are
-set to 0 (no ink). L-/C-Shapley use <code>context="{result.context}"</code>,
-C-Shapley <code>weights="{result.weights}"</code>.
-{html.escape(_budget_note(result.evaluations))} Training, Captum's samplers and
-the masking run on one CPU thread (small batches); the package's methods on
-torch's default.</p>
-<h2>Masking experiment</h2>
-<p>Pixels are masked (set to 0) in the order of each method's attributions and
-the change in the <b>log-odds</b> of the predicted class is recorded, from 0 to
-{result.fractions[-1]:.0%} of the pixels. The AUC is the area under that
-curve, averaged over the digits: <b>lower is better</b> (the ranking finds the
-evidence sooner).</p>
-<table><tr><th>method</th><th>model evaluations / digit</th><th>time ({n} digits)</th>
-<th>masking AUC</th></tr>{"".join(rows)}</table>
-<p>Exact Shapley over the four 4x4 patches is efficient: its values sum to
-log p(x) − log p(0) within {efficiency:.1e}.</p>
-<img src="{html.escape(masking)}" alt="masking curves">
-<h2>Attributions</h2>
-<p>Green: evidence for the predicted class; red: against (Captum's
-<code>visualize_image_attr</code>, each map scaled on its own).</p>
-<img src="{html.escape(heatmaps)}" alt="heatmaps" style="max-width:100%">
-{text_html}{notes}
-</body></html>
-"""
-    result.report.write_text(page, encoding="utf-8")
-
-
-def _colour(weight: float) -> str:
-    # Green for positive, red for negative, white at 0 (as Captum's maps).
-    level = int(255 * (1 - min(abs(weight), 1.0)))
-    return f"rgb({level},255,{level})" if weight >= 0 else f"rgb(255,{level},{level})"

