@@ -208,6 +208,7 @@ class GameAttribution(PerturbationAttribution):
         perturbations_per_eval: Any,
         show_progress: Any,
         options: dict[str, Any],
+        input_shape: bool = True,
     ) -> Any:
         checked = self._options(options)
         if not isinstance(show_progress, bool):
@@ -236,6 +237,9 @@ class GameAttribution(PerturbationAttribution):
                 outcome = self._explain_outputs(whole, checked, show_progress)
                 game.evaluations += whole.evaluations
                 return _result(whole, outcome, checked, is_tuple, aggregated=True)
+        if not input_shape:
+            # Captum's KernelShap with return_input_shape=False: one value per feature
+            return _result(game, outcome, checked, is_tuple, per_feature=True)
         return _result(game, outcome, checked, is_tuple)
 
     def _explain_outputs(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
@@ -372,10 +376,9 @@ class KernelAttribution(GameAttribution):
         show_progress: bool = False,
         **options: Any,
     ) -> Any:
-        if return_input_shape is not True:
-            raise ValueError(
-                "return_input_shape=False (one value per feature, Captum's KernelShap option) "
-                "is not supported yet; leave it True."
+        if not isinstance(return_input_shape, bool):
+            raise TypeError(
+                f"return_input_shape must be True or False, got {return_input_shape!r}."
             )
         return self._attribute(
             inputs,
@@ -386,6 +389,7 @@ class KernelAttribution(GameAttribution):
             perturbations_per_eval,
             show_progress,
             {"n_samples": n_samples, **options},
+            input_shape=return_input_shape,
         )
 
 
@@ -529,11 +533,18 @@ def _stack_outcomes(outcomes: list[Outcome], shape: tuple[int, ...]) -> Outcome:
 
 
 def _result(
-    game: CoalitionGame, outcome: Outcome, options: Any, is_tuple: bool, aggregated: bool = False
+    game: CoalitionGame,
+    outcome: Outcome,
+    options: Any,
+    is_tuple: bool,
+    aggregated: bool = False,
+    per_feature: bool = False,
 ) -> Any:
     """Pack the outcome to the inputs' shapes; a NamedTuple when extras were asked for.
 
-    ``aggregated``: ``game`` explained a whole batch as one example (inputs
+    ``per_feature``: the ``(N, d)`` values themselves (Captum's
+    ``return_input_shape=False``). ``aggregated``: ``game`` explained a whole
+    batch as one example (inputs
     ``(1, N, ...)``); Captum returns ``(outputs, *input.shape[1:])`` then, one
     row per model output, and every example's slice holds the same values.
     """
@@ -542,6 +553,8 @@ def _result(
     asked = [name for name in extras if getattr(options, _flag_of(name), False) is True]
 
     def pack(values: Tensor) -> Any:
+        if per_feature:  # (N, d), whatever the inputs' form
+            return values.to(game.attribution_dtype())
         packed = pack_attributions(game, values, True)
         if aggregated:
             packed = tuple(

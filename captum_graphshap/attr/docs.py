@@ -32,7 +32,8 @@ CAPTUM_ARGUMENTS: dict[str, str] = {
         "(Captum's meaning). None sizes calls from the input size."
     ),
     "return_input_shape": (
-        "Captum's ``KernelShap`` option; attributions always come in the inputs' shapes."
+        "True (default): attributions in the inputs' shapes; False: one value per feature, "
+        "a ``(N, d)`` tensor, as Captum's ``KernelShap``."
     ),
     "show_progress": "show a tqdm progress bar over the model evaluations.",
 }
