@@ -170,3 +170,51 @@ def test_bivariate_univariate_values_go_to_captum_metrics():
         return noise, inputs - noise
 
     assert bool(torch.isfinite(infidelity(net, perturb, x, shapley, target=0)).all())
+
+
+class CallCounter(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.calls = 0
+        self.config = model.config
+
+    def forward(self, **kwargs):
+        self.calls += 1
+        return self.model(**kwargs)
+
+
+@pytest.mark.parametrize("cls, options", LLM_METHODS, ids=[c.__name__ for c, _ in LLM_METHODS])
+def test_llm_shapley_equals_llm_attribution_in_fewer_forwards(model, tokenizer, cls, options):
+    from captum_graphshap.llm import LLMShapley
+
+    text, answer, _ = next(prompts(1))
+    extra = dict(options)
+    results, calls = [], []
+    for wrapper in (LLMAttribution, LLMShapley):
+        counted = CallCounter(model)
+        if "n_samples" in extra:
+            extra["generator"] = torch.Generator().manual_seed(0)
+        result = wrapper(cls(counted), tokenizer).attribute(
+            TextTokenInput(text, tokenizer), target=answer, forward_in_tokens=False, **extra
+        )
+        results.append(result)
+        calls.append(counted.calls)
+    torch.testing.assert_close(results[1].seq_attr, results[0].seq_attr, atol=1e-4, rtol=1e-4)
+    if results[0].token_attr is not None:
+        torch.testing.assert_close(
+            results[1].token_attr, results[0].token_attr, atol=1e-4, rtol=1e-4
+        )
+    assert calls[1] * 4 <= calls[0]  # coalitions share forward passes
+
+
+def test_llm_shapley_batches_template_segments_of_different_lengths(model, tokenizer):
+    from captum_graphshap.llm import LLMShapley
+
+    template = "{} {} # {} {}"
+    inp = TextTemplateInput(template, values=["c f", "a", "h", "k d"], baselines=["", "", "", ""])
+    ours = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(inp, target="h")
+    theirs = LLMAttribution(cg.ExactShapley(model), tokenizer).attribute(
+        inp, target="h", forward_in_tokens=False
+    )
+    torch.testing.assert_close(ours.seq_attr, theirs.seq_attr, atol=1e-4, rtol=1e-4)
