@@ -220,3 +220,64 @@ def test_ragged_per_example_masks_match_one_example_at_a_time(cls):
             assert per_feature.numel() <= used
         else:
             torch.testing.assert_close(together[row], alone[0])
+
+
+@pytest.mark.parametrize("cls, extra", CLASSES, ids=IDS)
+def test_empty_tensor_in_a_tuple_gets_an_empty_attribution(cls, extra):
+    if cls in (cg.MyersonValue, cg.LShapley, cg.CShapley):
+        extra = {**extra, "graph": cg.LineGraph(D)}
+
+    def model(x, empty):
+        return smooth(x)
+
+    x = torch.randn(2, D)
+    opts = options(cls, extra)
+    opts.pop("graph", None) if cls not in (cg.MyersonValue, cg.LShapley, cg.CShapley) else None
+    out = cls(model).attribute((x, torch.zeros(2, 0)), **opts)
+    if cls is cg.BivariateShapley:
+        assert out.shape == (2, D, D)
+    else:
+        assert out[0].shape == (2, D) and out[1].shape == (2, 0)
+
+
+@pytest.mark.parametrize("cls, extra", CLASSES, ids=IDS)
+def test_no_features_and_meta_tensors_are_refused_before_any_model_call(cls, extra):
+    calls = []
+
+    def model(x):
+        calls.append(1)
+        return x.sum(dim=1, keepdim=True)
+
+    with pytest.raises(ValueError, match="no elements to attribute"):
+        cls(model).attribute(torch.zeros(2, 0), **options(cls, extra))
+    with pytest.raises(ValueError, match="meta device"):
+        cls(model).attribute(torch.zeros(2, D, device="meta"), **options(cls, extra))
+    assert calls == []
+
+
+@pytest.mark.parametrize("cls, extra", CLASSES, ids=IDS)
+def test_bool_inputs_with_a_bool_baseline(cls, extra):
+    weights = torch.linspace(1.0, 2.0, D)
+
+    def model(flags):
+        return (flags.float() * weights).sum(dim=1, keepdim=True)
+
+    flags = torch.tensor([[True, False, True, True, False]])
+    if cls is cg.Shear:
+        with pytest.raises(TypeError, match="needs gradients"):
+            cls(model).attribute(flags, **options(cls, extra))
+        return
+    out = cls(model).attribute(flags, baselines=False, **options(cls, extra))
+    if cls is cg.BivariateShapley:
+        assert out.shape == (1, D, D)
+        return
+    if cls is cg.ShapleyResiduals:
+        assert float(out.abs().max()) < 1e-6  # an additive model has no residual
+        return
+    own = flags.float() * weights
+    if cls is cg.BayesShap:  # a posterior mean, shrunk towards the prior
+        torch.testing.assert_close(out, own, atol=0.2, rtol=0)
+    elif cls is cg.CShapley:  # Eq. (6)'s weights over a k-ball do not sum to 1
+        assert torch.equal(out[~flags], torch.zeros(2))  # but absent flags are dummies
+    else:  # an additive model: each feature gets its own effect
+        torch.testing.assert_close(out, own, atol=1e-5, rtol=1e-5)
