@@ -281,3 +281,16 @@ def test_bool_inputs_with_a_bool_baseline(cls, extra):
         assert float(out[~flags].abs().max()) < 1e-12  # but absent flags are dummies
     else:  # an additive model: each feature gets its own effect
         torch.testing.assert_close(out, own, atol=1e-5, rtol=1e-5)
+
+
+def test_out_of_memory_is_reported_once_with_the_size_that_worked():
+    def tight(inp):
+        if inp.shape[0] > 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return smooth(inp)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ExactShapley(tight).attribute(torch.randn(1, D), perturbations_per_eval=32)
+    halved = [w for w in caught if "out of memory" in str(w.message)]
+    assert len(halved) == 1 and "retrying with 2 rows per call" in str(halved[0].message)

@@ -445,6 +445,7 @@ class CoalitionGame:
         step = units_per_call
         start = 0
         fallback_from: tuple[str, int] | None = None
+        halved = False  # out of memory: say so once, with the size that worked
         with (
             torch.no_grad(),
             tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
@@ -479,7 +480,7 @@ class CoalitionGame:
                     if _out_of_memory(error):
                         step = max(1, unit.numel() // 2)
                         buffers.release()
-                        _warn_halved(step * width)
+                        halved = True
                         continue
                     if self.perturbations_per_eval is not None or self.one_unit_per_call:
                         raise
@@ -490,6 +491,9 @@ class CoalitionGame:
                     step = units_per_call = 1
                     fallback_from = (type(error).__name__, unit.numel() * width)
                     continue
+                if halved:
+                    _warn_halved(step * width)
+                    halved = False
                 if fallback_from is not None:  # one coalition per call works: say so once
                     _warn_one_per_call(*fallback_from)
                     fallback_from = None
