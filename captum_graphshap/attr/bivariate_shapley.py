@@ -9,25 +9,22 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import DenseCoalitions, Plan
+from ..engine.plan import Plan
 from ..graphs import FeatureGraph
 from ..plans.bivariate import (
     DEFAULT_PERMUTATIONS,
-    bivariate_from_all_coalitions,
-    bivariate_from_kernel,
-    bivariate_from_permutations,
+    bivariate_exact_plan,
+    bivariate_kernel_plan,
+    bivariate_local_plan,
+    bivariate_permutation_plan,
     default_kernel_samples,
-    kernel_plan,
     kernel_rows,
-    local_plan,
     min_kernel_samples,
-    permutation_plan,
     permutation_rows,
 )
-from ..plans.exact import all_coalitions
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ._options import check_generator
-from .base import Options, Outcome, SampledAttribution
+from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget, samples_within
 from .graph_family import check_order, evaluate_plans, resolve_graphs
 
@@ -152,6 +149,18 @@ class BivariateShapley(SampledAttribution):
     def uses_graph_mask(self, options: BivariateOptions) -> bool:
         return options.local
 
+    @staticmethod
+    def _plan(options: BivariateOptions, d: int, device: torch.device) -> Plan:
+        if options.method == "exact":
+            return bivariate_exact_plan(d, device)
+        if options.method == "sampling":
+            count = _permutations(options, d)
+            _check_rows(permutation_rows(d, count), options.method, count)
+            return bivariate_permutation_plan(d, count, options.generator, device)
+        count = _kernel_samples(options, d)
+        _check_rows(kernel_rows(count), options.method, count)
+        return bivariate_kernel_plan(d, count, options.generator, device)
+
     returns = (
         "``(batch, d, d)`` tensor on the inputs' device, ``out[b, i, j] = E2[i, j]``, zero "
         "diagonal; the inputs' floating dtype (token ids: the default dtype)."
@@ -167,7 +176,6 @@ class BivariateShapley(SampledAttribution):
                 f"(d = {d} features, at most {MAX_FEATURES}); group elements into fewer "
                 "features with feature_mask."
             )
-        method = options.method
         progress = _Progress(show_progress, self.progress_desc)
         if options.local:
             # "auto" is the former spelling of graph=None with k (inferred graph)
@@ -177,30 +185,10 @@ class BivariateShapley(SampledAttribution):
                 else options.graph
             )
             matrix, shapley = _graph_local(game, graph, options.radius, progress)
-        elif method == "exact":
-            coalitions = all_coalitions(d, game.device, method="BivariateShapley(method='exact')")
-            values = game.evaluate(
-                coalitions, distinct=True, show_progress=progress.show, desc=progress.desc
-            )
-            matrix, shapley = bivariate_from_all_coalitions(values)
-        elif method == "sampling":
-            count = _permutations(options, d)
-            _check_rows(permutation_rows(d, count), method, count)
-            rank, coalitions = permutation_plan(d, count, options.generator, game.device)
-            matrix, shapley = bivariate_from_permutations(
-                game.evaluate(coalitions, show_progress=progress.show, desc=progress.desc), rank
-            )
         else:
-            count = _kernel_samples(options, d)
-            _check_rows(kernel_rows(count), method, count)
-            sampled = kernel_plan(d, count, options.generator, game.device)
-            ends = torch.zeros(2, d, dtype=torch.bool, device=game.device)
-            ends[1] = True  # the empty and the full coalition, enforced by the constraint
-            coalitions = torch.cat([ends, sampled])
-            values = game.evaluate(coalitions, show_progress=progress.show, desc=progress.desc)
-            matrix, shapley = bivariate_from_kernel(
-                sampled, values[:, 2:], values[:, 0], values[:, 1]
-            )
+            plan = self._plan(options, d, game.device)
+            values = evaluate_plan(game, plan, progress.show, progress.desc)
+            matrix, shapley = plan.estimator(values)
         dtype = game.attribution_dtype()
         return Outcome(matrix.to(dtype), {"shapley": shapley.to(dtype)}, packed=False)
 
@@ -265,17 +253,18 @@ def _graph_local(
     all built (and refused) before the model is called."""
     graphs = resolve_graphs(graph, game)
     d = game.num_features
-    built = [local_plan(g, k) for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)]
     plans = [
-        Plan(DenseCoalitions(coalitions), single, distinct=True) for coalitions, _, single in built
+        bivariate_local_plan(g, k)
+        for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)
     ]
     values = evaluate_plans(game, plans, progress.show, progress.desc)
     if len(plans) == 1:
-        return built[0][1].apply(values[0]).view(-1, d, d), built[0][2].apply(values[0])
+        return plans[0].estimator(values[0])
     matrix = values[0].new_zeros(game.batch_size, d, d)
     shapley = values[0].new_zeros(game.batch_size, d)
-    for example, (chunk, (_, pairs, single)) in enumerate(zip(values, built)):
-        own = single.num_outputs
-        matrix[example, :own, :own] = pairs.apply(chunk).view(own, own)
-        shapley[example, :own] = single.apply(chunk)[0]
+    for example, (chunk, plan) in enumerate(zip(values, plans)):
+        pairs, single = plan.estimator(chunk)
+        own = single.shape[1]
+        matrix[example, :own, :own] = pairs[0]
+        shapley[example, :own] = single[0]
     return matrix, shapley

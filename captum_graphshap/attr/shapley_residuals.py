@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..plans.exact import all_coalitions
 from ..uncertainty.local_residuals import (
     NeighbourhoodGames,
-    local_residual_norms,
+    local_residual_plan,
     neighbourhood_games_plan,
     player_residual,
 )
@@ -142,8 +140,8 @@ def _local(game: CoalitionGame, options: ResidualOptions, show_progress: bool) -
         for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)
     ]  # every plan (and refusal) before any model call
     plans = [
-        Plan(DenseCoalitions(plan.coalitions), functools.partial(local_residual_norms, plan=plan))
-        for plan in games
+        local_residual_plan(g, k, options.context)
+        for g in ([graphs] if isinstance(graphs, FeatureGraph) else graphs)
     ]
     values = evaluate_plans(game, plans, show_progress, ShapleyResiduals.progress_desc)
     if len(plans) == 1:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -224,7 +225,10 @@ class IntervalCoalitions(CoalitionSet):
         return cumulative[ends + 1] - cumulative[self.starts.clamp(max=self.num_features)]
 
 
-Estimator = Callable[[Tensor], Tensor]
+#: values -> per-feature attributions ``(N, d)``; a method whose estimate has
+#: several parts (Bivariate Shapley: the matrix and the univariate values)
+#: returns them as a tuple
+Estimator = Callable[[Tensor], Any]
 
 
 @dataclass(frozen=True, eq=False)

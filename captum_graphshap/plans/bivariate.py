@@ -32,6 +32,7 @@ import functools
 import torch
 from torch import Tensor
 
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
@@ -375,3 +376,49 @@ def kernel_rows(n_samples: int) -> int:
 def permutation_rows(d: int, n_permutations: int) -> int:
     """Model rows of ``method="sampling"`` before deduplication."""
     return 2 + n_permutations * max(d - 1, 0)
+
+
+# ------------------------------------------------------------------- as plans
+
+
+def bivariate_exact_plan(d: int, device: torch.device) -> Plan:
+    """All ``2^d`` coalitions; the estimator gives ``(matrix, shapley)``."""
+    from .exact import all_coalitions
+
+    coalitions = all_coalitions(d, device, method="BivariateShapley(method='exact')")
+    return Plan(DenseCoalitions(coalitions), bivariate_from_all_coalitions, distinct=True)
+
+
+def bivariate_permutation_plan(
+    d: int, n_permutations: int, generator: torch.Generator | None, device: torch.device
+) -> Plan:
+    """The paper's Alg. 1 as a plan: permutations shared by the batch."""
+    rank, coalitions = permutation_plan(d, n_permutations, generator, device)
+    return Plan(
+        DenseCoalitions(coalitions), functools.partial(bivariate_from_permutations, rank=rank)
+    )
+
+
+def bivariate_kernel_plan(
+    d: int, n_samples: int, generator: torch.Generator | None, device: torch.device
+) -> Plan:
+    """The paper's Alg. 2 as a plan: the endpoints, then paired kernel draws."""
+    sampled = kernel_plan(d, n_samples, generator, device)
+    ends = torch.zeros(2, d, dtype=torch.bool, device=device)
+    ends[1] = True  # the empty and the full coalition, enforced by the constraint
+
+    def estimate(values: Tensor) -> tuple[Tensor, Tensor]:
+        return bivariate_from_kernel(sampled, values[:, 2:], values[:, 0], values[:, 1])
+
+    return Plan(DenseCoalitions(torch.cat([ends, sampled])), estimate)
+
+
+def bivariate_local_plan(graph: FeatureGraph, k: int) -> Plan:
+    """The graph-local variant as a plan; the estimator gives ``(matrix, L-Shapley)``."""
+    coalitions, pairs, single = local_plan(graph, k)
+    d = single.num_outputs
+
+    def estimate(values: Tensor) -> tuple[Tensor, Tensor]:
+        return pairs.apply(values).view(-1, d, d), single.apply(values)
+
+    return Plan(DenseCoalitions(coalitions), estimate, distinct=True)

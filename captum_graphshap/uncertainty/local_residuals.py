@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
 from ..plans.l_c_shapley import L_CONTEXTS
 from ..plans.limits import MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
@@ -132,3 +133,11 @@ def player_residual(values: Tensor, player: int) -> tuple[Tensor, Tensor]:
     edges = -hypercube_gradient(game)
     edges[:, player] += hypercube_gradient(values)[:, player]
     return edges, game
+
+
+def local_residual_plan(graph: FeatureGraph, k: int, context: str = "baseline") -> Plan:
+    """Local residuals as a plan: every subset of each ball, and the norms as estimator."""
+    games = neighbourhood_games_plan(graph, k, context)
+    return Plan(
+        DenseCoalitions(games.coalitions), functools.partial(local_residual_norms, plan=games)
+    )
