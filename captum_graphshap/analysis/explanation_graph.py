@@ -40,21 +40,20 @@ PERSONALIZATIONS = (None, "shapley")
 class QuotientDAG:
     """The redundancy graph with each strongly connected component contracted.
 
-    Attributes
-    ----------
-    graph:
-        ``networkx.DiGraph`` on component ids ``0..c-1``; node attribute
-        ``members`` holds the component's feature ids. An edge ``a -> b``
-        means some feature of ``b`` is redundant given some feature of ``a``.
-    components:
-        ``components[c]`` = the features of component ``c``.
-    sources, sinks:
-        Components with no incoming / no outgoing edge, among those with at
-        least one edge: sources are redundant given nobody, sinks make
-        nobody redundant.
-    isolated:
-        Components without any edge (neither redundant nor making anything
-        redundant at this ``gamma``).
+    Attributes:
+        graph:
+            ``networkx.DiGraph`` on component ids ``0..c-1``; node attribute
+            ``members`` holds the component's feature ids. An edge ``a -> b``
+            means some feature of ``b`` is redundant given some feature of ``a``.
+        components:
+            ``components[c]`` = the features of component ``c``.
+        sources, sinks:
+            Components with no incoming / no outgoing edge, among those with at
+            least one edge: sources are redundant given nobody, sinks make
+            nobody redundant.
+        isolated:
+            Components without any edge (neither redundant nor making anything
+            redundant at this ``gamma``).
     """
 
     graph: nx.DiGraph
@@ -75,23 +74,22 @@ class QuotientDAG:
 class ExplanationGraph:
     """One example's bivariate Shapley matrix read as a directed graph.
 
-    Parameters
-    ----------
-    matrix:
-        ``(d, d)`` (or ``(1, d, d)``) with ``matrix[i, j] = E2[i, j]``, as
-        :meth:`BivariateShapley.attribute
-        <captum_graphshap.BivariateShapley.attribute>` returns
-        per example; the diagonal is ignored.
-    feature_names:
-        ``d`` labels (tokens, pixel names) for plots and ``to_networkx``.
-    shapley:
-        ``(d,)`` univariate Shapley values (``return_shapley=True``), used by
-        ``pagerank(personalization="shapley")`` and for node sizes.
-    support:
-        ``(d, d)`` bool, the pairs that were computed: the graph-local
-        variant computes only ``j`` in ``N_k(i)``
-        (:func:`~captum_graphshap.plans.bivariate.local_support`); other pairs get
-        no edge at all instead of a (redundant-looking) zero edge.
+    Args:
+        matrix:
+            ``(d, d)`` (or ``(1, d, d)``) with ``matrix[i, j] = E2[i, j]``, as
+            :meth:`BivariateShapley.attribute
+            <captum_graphshap.BivariateShapley.attribute>` returns
+            per example; the diagonal is ignored.
+        feature_names:
+            ``d`` labels (tokens, pixel names) for plots and ``to_networkx``.
+        shapley:
+            ``(d,)`` univariate Shapley values (``return_shapley=True``), used by
+            ``pagerank(personalization="shapley")`` and for node sizes.
+        support:
+            ``(d, d)`` bool, the pairs that were computed: the graph-local
+            variant computes only ``j`` in ``N_k(i)``
+            (:func:`~captum_graphshap.plans.bivariate.local_support`); other pairs get
+            no edge at all instead of a (redundant-looking) zero edge.
 
     Example:
         >>> import torch
@@ -199,16 +197,14 @@ class ExplanationGraph:
         App. A.2.4: a knee of this curve separates near-zero edges from the
         rest).
 
-        Parameters
-        ----------
-        gammas:
-            Thresholds ``>= 0``. Default: 0 and every distinct ``|E2[i, j]|``
-            of a computed pair, where the (step) curve jumps.
+        Args:
+            gammas:
+                Thresholds ``>= 0``. Default: 0 and every distinct ``|E2[i, j]|``
+                of a computed pair, where the (step) curve jumps.
 
-        Returns
-        -------
-        ``(gammas, densities)``, float64 tensors of equal length, gammas
-        ascending.
+        Returns:
+            ``(gammas, densities)``, float64 tensors of equal length, gammas
+            ascending.
         """
         magnitudes = np.sort(np.abs(self.matrix[self.support]))
         if gammas is None:
@@ -233,18 +229,16 @@ class ExplanationGraph:
         Edge ``j -> i`` carries ``softplus(E2[i, j])`` (positive, increasing:
         the walker moves to features that matter given the current one).
 
-        Parameters
-        ----------
-        personalization:
-            None (uniform teleport), ``"shapley"`` (the univariate Shapley
-            values given at construction, negatives clipped to 0; uniform if
-            none is positive) or ``d`` non-negative weights.
-        damping:
-            Probability of following an edge, in ``[0, 1)``.
+        Args:
+            personalization:
+                None (uniform teleport), ``"shapley"`` (the univariate Shapley
+                values given at construction, negatives clipped to 0; uniform if
+                none is positive) or ``d`` non-negative weights.
+            damping:
+                Probability of following an edge, in ``[0, 1)``.
 
-        Returns
-        -------
-        ``(d,)`` float64 scores summing to 1.
+        Returns:
+            ``(d,)`` float64 scores summing to 1.
         """
         weights = np.where(self.support.T, _softplus(self.matrix.T), 0.0)  # [j, i]
         return torch.from_numpy(_pagerank(weights, self._teleport(personalization), damping))

@@ -21,18 +21,16 @@ def pagerank(
     ``(I - damping M) r = (1 - damping) p`` exactly instead of iterating, so
     it does not depend on a tolerance.
 
-    Parameters
-    ----------
-    weights:
-        ``(n, n)`` non-negative finite weights; 0 means no edge.
-    personalization:
-        ``(n,)`` non-negative, not all zero; normalised to sum to 1.
-    damping:
-        In ``[0, 1)``.
+    Args:
+        weights:
+            ``(n, n)`` non-negative finite weights; 0 means no edge.
+        personalization:
+            ``(n,)`` non-negative, not all zero; normalised to sum to 1.
+        damping:
+            In ``[0, 1)``.
 
-    Returns
-    -------
-    ``(n,)`` float64 scores summing to 1.
+    Returns:
+        ``(n,)`` float64 scores summing to 1.
     """
     matrix = np.asarray(weights, dtype=np.float64)
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:

@@ -127,25 +127,23 @@ def run_demo(
 ) -> DemoResult:
     """Train, explain, score and report; see the module docstring.
 
-    Parameters
-    ----------
-    out_dir:
-        Folder for ``report.html`` and its figures (created if needed).
-    seed:
-        Seeds the data split, training, the samplers and the random ranking.
-    quick:
-        Fewer epochs and digits, no text section: a smoke test in seconds.
-    text:
-        Run the text section when the ``text`` extra is installed.
-    context, weights:
-        Passed to L-/C-Shapley (``weights`` to C-Shapley only): ``context=
-        "input"`` keeps the pixels outside a neighbourhood, as the authors'
-        released code does; ``weights="paper"`` applies Eq. (6) literally.
+    Args:
+        out_dir:
+            Folder for ``report.html`` and its figures (created if needed).
+        seed:
+            Seeds the data split, training, the samplers and the random ranking.
+        quick:
+            Fewer epochs and digits, no text section: a smoke test in seconds.
+        text:
+            Run the text section when the ``text`` extra is installed.
+        context, weights:
+            Passed to L-/C-Shapley (``weights`` to C-Shapley only): ``context=
+            "input"`` keeps the pixels outside a neighbourhood, as the authors'
+            released code does; ``weights="paper"`` applies Eq. (6) literally.
 
-    Returns
-    -------
-    DemoResult
-        The numbers behind the report.
+    Returns:
+        DemoResult
+            The numbers behind the report.
     """
     started = time.perf_counter()
     images, labels = load_digits_tensors()

@@ -33,33 +33,32 @@ class DemoDependencyError(RuntimeError):
 class DemoResult:
     """What :func:`run_demo` measured; every dict is keyed by method name.
 
-    Attributes
-    ----------
-    report:
-        Path of the HTML report.
-    accuracy:
-        Test accuracy of the CNN on the held-out digits.
-    examples, labels, predicted:
-        The explained digits ``(N, 1, 8, 8)``, their true and predicted classes.
-    attributions:
-        ``(N, 1, 8, 8)`` attributions of the log-probability of the predicted
-        class, per method (``RANDOM`` holds the random scores).
-    evaluations:
-        Model evaluations (forward rows) per explained digit, per method.
-    seconds:
-        Wall time of each method on all ``N`` digits.
-    fractions, curves, auc:
-        The masking experiment: fractions of pixels masked, ``(N, F)`` change
-        in log-odds of the predicted class, and its mean area (lower is better).
-    exact_total, exact_gain:
-        Per digit, the sum of the exact Shapley values of the 4 patches and
-        ``log p(x) - log p(0)`` of the predicted class: equal (efficiency).
-    text:
-        ``(words, attributions, label)`` per sentence, or None when skipped.
-    wall_seconds, notes:
-        Total wall time; sections skipped and why.
-    context, weights:
-        The L-/C-Shapley options used.
+    Attributes:
+        report:
+            Path of the HTML report.
+        accuracy:
+            Test accuracy of the CNN on the held-out digits.
+        examples, labels, predicted:
+            The explained digits ``(N, 1, 8, 8)``, their true and predicted classes.
+        attributions:
+            ``(N, 1, 8, 8)`` attributions of the log-probability of the predicted
+            class, per method (``RANDOM`` holds the random scores).
+        evaluations:
+            Model evaluations (forward rows) per explained digit, per method.
+        seconds:
+            Wall time of each method on all ``N`` digits.
+        fractions, curves, auc:
+            The masking experiment: fractions of pixels masked, ``(N, F)`` change
+            in log-odds of the predicted class, and its mean area (lower is better).
+        exact_total, exact_gain:
+            Per digit, the sum of the exact Shapley values of the 4 patches and
+            ``log p(x) - log p(0)`` of the predicted class: equal (efficiency).
+        text:
+            ``(words, attributions, label)`` per sentence, or None when skipped.
+        wall_seconds, notes:
+            Total wall time; sections skipped and why.
+        context, weights:
+            The L-/C-Shapley options used.
     """
 
     report: Path

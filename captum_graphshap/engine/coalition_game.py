@@ -137,21 +137,19 @@ class CoalitionGame:
     ) -> Tensor:
         """Values of coalitions shared by the batch.
 
-        Parameters
-        ----------
-        coalitions:
-            ``(M, d)`` bool, or a :class:`~.plan.CoalitionSet` expanded one
-            chunk at a time; row m is coalition S_m.
-        distinct:
-            The plan promises its rows are distinct, which skips deduplication.
-        per_reference:
-            Keep the value of each reference of a background set apart
-            instead of averaging them (intervals over references).
+        Args:
+            coalitions:
+                ``(M, d)`` bool, or a :class:`~.plan.CoalitionSet` expanded one
+                chunk at a time; row m is coalition S_m.
+            distinct:
+                The plan promises its rows are distinct, which skips deduplication.
+            per_reference:
+                Keep the value of each reference of a background set apart
+                instead of averaging them (intervals over references).
 
-        Returns
-        -------
-        ``(N, M)`` tensor in :func:`accumulation_dtype`; ``(N, M, B)`` with
-        ``per_reference`` (B = number of references, 1 for a baseline).
+        Returns:
+            ``(N, M)`` tensor in :func:`accumulation_dtype`; ``(N, M, B)`` with
+            ``per_reference`` (B = number of references, 1 for a baseline).
         """
         store = self._check_coalitions(coalitions)
         self.resolve_target()
@@ -187,21 +185,19 @@ class CoalitionGame:
     ) -> Tensor:
         """Values of (example, coalition) rows, for plans that differ per example.
 
-        Parameters
-        ----------
-        example_index:
-            ``(R,)`` long, the example of each row.
-        coalitions:
-            ``(R, d)`` bool or a :class:`~.plan.CoalitionSet` of R rows.
-        reference_index:
-            ``(R,)`` long: the row's single reference of the background set
-            (single-reference games, sampled references). None averages
-            every reference, as :meth:`evaluate` does.
+        Args:
+            example_index:
+                ``(R,)`` long, the example of each row.
+            coalitions:
+                ``(R, d)`` bool or a :class:`~.plan.CoalitionSet` of R rows.
+            reference_index:
+                ``(R,)`` long: the row's single reference of the background set
+                (single-reference games, sampled references). None averages
+                every reference, as :meth:`evaluate` does.
 
-        Returns
-        -------
-        ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
-        evaluated once; ``distinct=True`` promises there are none.
+        Returns:
+            ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
+            evaluated once; ``distinct=True`` promises there are none.
         """
         store = self._check_coalitions(coalitions)
         self.resolve_target()

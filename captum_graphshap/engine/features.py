@@ -20,15 +20,14 @@ from torch import Tensor
 class FeatureMasks:
     """Validated masks, one per input tensor.
 
-    Attributes
-    ----------
-    masks:
-        Long tensors of shape ``(1 or N, *S)`` where ``S`` broadcasts to the
-        input's non-batch shape.
-    num_features:
-        ``d``, one more than the largest id.
-    per_example:
-        Whether masks differ between examples (batch dimension N > 1).
+    Attributes:
+        masks:
+            Long tensors of shape ``(1 or N, *S)`` where ``S`` broadcasts to the
+            input's non-batch shape.
+        num_features:
+            ``d``, one more than the largest id.
+        per_example:
+            Whether masks differ between examples (batch dimension N > 1).
     """
 
     masks: tuple[Tensor, ...]

@@ -42,40 +42,38 @@ def masking_curve(
     example; ties keep feature-id order) and the model is evaluated once on the
     whole batch.
 
-    Parameters
-    ----------
-    forward_func:
-        The model: ``(N, ...) -> (N, C)`` scores (logits). An ``(N,)`` or
-        ``(N, 1)`` output is read as the logit of a binary classifier.
-    inputs:
-        ``(N, ...)`` batch of examples.
-    attributions:
-        Attributions with the shape of ``inputs``.
-    feature_mask:
-        Integer feature ids broadcastable to ``inputs`` (e.g. ``(1, 1, H, W)``
-        or ``(H, W)`` to group the channels of a pixel, or a patch mask).
-        Default: every element is a feature. A feature's score is the mean of
-        its elements' attributions (perturbation methods repeat the feature's
-        value on each element; the mean recovers it).
-    baselines:
-        Value of masked elements: a number, or a tensor broadcastable to
-        ``inputs``. Default 0.
-    target:
-        Class explained per example: an int, a sequence or tensor of ``N``
-        ints, or None for the class predicted on the full input.
-    fractions:
-        Fractions of the features to mask, each in ``[0, 1]``; an int ``n``
-        means ``n + 1`` equal steps from 0 to 0.5. Default 0, 0.05, ..., 0.5.
-    value:
-        ``"log_odds"`` (``log p - log(1 - p)`` of the softmax, the paper's
-        score), ``"log_prob"`` (``log p``) or ``"output"`` (the raw score).
-    additional_forward_args:
-        Further arguments passed unchanged to every call of ``forward_func``.
+    Args:
+        forward_func:
+            The model: ``(N, ...) -> (N, C)`` scores (logits). An ``(N,)`` or
+            ``(N, 1)`` output is read as the logit of a binary classifier.
+        inputs:
+            ``(N, ...)`` batch of examples.
+        attributions:
+            Attributions with the shape of ``inputs``.
+        feature_mask:
+            Integer feature ids broadcastable to ``inputs`` (e.g. ``(1, 1, H, W)``
+            or ``(H, W)`` to group the channels of a pixel, or a patch mask).
+            Default: every element is a feature. A feature's score is the mean of
+            its elements' attributions (perturbation methods repeat the feature's
+            value on each element; the mean recovers it).
+        baselines:
+            Value of masked elements: a number, or a tensor broadcastable to
+            ``inputs``. Default 0.
+        target:
+            Class explained per example: an int, a sequence or tensor of ``N``
+            ints, or None for the class predicted on the full input.
+        fractions:
+            Fractions of the features to mask, each in ``[0, 1]``; an int ``n``
+            means ``n + 1`` equal steps from 0 to 0.5. Default 0, 0.05, ..., 0.5.
+        value:
+            ``"log_odds"`` (``log p - log(1 - p)`` of the softmax, the paper's
+            score), ``"log_prob"`` (``log p``) or ``"output"`` (the raw score).
+        additional_forward_args:
+            Further arguments passed unchanged to every call of ``forward_func``.
 
-    Returns
-    -------
-    ``(N, len(fractions))`` float64 tensor: score after masking minus score of
-    the full input (so the column of fraction 0 is 0).
+    Returns:
+        ``(N, len(fractions))`` float64 tensor: score after masking minus score of
+        the full input (so the column of fraction 0 is 0).
     """
     if not callable(forward_func):
         raise TypeError(f"forward_func must be callable, got {type(forward_func).__name__}.")
@@ -124,17 +122,15 @@ def masking_curve(
 def curve_area(curve: Tensor | np.ndarray, fractions: Sequence[float] | Tensor | int) -> float:
     """Area under masking curves (trapezoid rule), averaged over examples.
 
-    Parameters
-    ----------
-    curve:
-        ``(N, F)`` curves from :func:`masking_curve`, or one ``(F,)`` curve.
-    fractions:
-        The ``F`` fractions the curve was measured at (or the int given to
-        :func:`masking_curve`).
+    Args:
+        curve:
+            ``(N, F)`` curves from :func:`masking_curve`, or one ``(F,)`` curve.
+        fractions:
+            The ``F`` fractions the curve was measured at (or the int given to
+            :func:`masking_curve`).
 
-    Returns
-    -------
-    The mean area, a float; with log-odds curves, lower is better.
+    Returns:
+        The mean area, a float; with log-odds curves, lower is better.
     """
     grid = torch.tensor(_check_fractions(fractions), dtype=torch.float64)
     values = torch.as_tensor(curve).detach().to("cpu", torch.float64)

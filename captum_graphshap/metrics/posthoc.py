@@ -23,18 +23,17 @@ def mask_features(
 ) -> Tensor:
     """``inputs`` with the chosen features of each example set to the baseline.
 
-    Parameters
-    ----------
-    inputs:
-        ``(N, ...)`` batch (floats or token ids).
-    masked:
-        ``(N, d)`` bool: ``masked[n, f]`` hides feature ``f`` of example ``n``.
-    feature_mask:
-        Integer feature ids broadcastable to ``inputs`` (batch size 1 or N).
-        Default: one feature per element of an example.
-    baselines:
-        Value of hidden elements: a number or a tensor broadcastable to
-        ``inputs``.
+    Args:
+        inputs:
+            ``(N, ...)`` batch (floats or token ids).
+        masked:
+            ``(N, d)`` bool: ``masked[n, f]`` hides feature ``f`` of example ``n``.
+        feature_mask:
+            Integer feature ids broadcastable to ``inputs`` (batch size 1 or N).
+            Default: one feature per element of an example.
+        baselines:
+            Value of hidden elements: a number or a tensor broadcastable to
+            ``inputs``.
     """
     if not isinstance(inputs, Tensor):
         raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}.")

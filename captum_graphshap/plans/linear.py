@@ -42,15 +42,13 @@ def myerson_weight(size: int, boundary: int) -> float:
 def shapley_from_all_coalitions(values: Tensor) -> Tensor:
     """Exact Shapley values from the values of all ``2^d`` coalitions.
 
-    Parameters
-    ----------
-    values:
-        ``(N, 2^d)``; column m is the value of the coalition whose members
-        are the set bits of m (the order of :func:`~.coalitions.all_coalitions`).
+    Args:
+        values:
+            ``(N, 2^d)``; column m is the value of the coalition whose members
+            are the set bits of m (the order of :func:`~.coalitions.all_coalitions`).
 
-    Returns
-    -------
-    ``(N, d)`` in the dtype of ``values``. O(d 2^d) per example.
+    Returns:
+        ``(N, d)`` in the dtype of ``values``. O(d 2^d) per example.
     """
     batch, count = values.shape
     d = count.bit_length() - 1

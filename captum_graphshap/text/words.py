@@ -78,31 +78,29 @@ def word_feature_mask(
 ) -> tuple[Tensor, list[list[str]]]:
     """Group the sub-word tokens of each word into one feature.
 
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding (``tokenizer(texts, padding=True,
-        return_tensors="pt")``); ``word_ids()`` says which word each token
-        belongs to. Sentence pairs work: words are numbered across both.
-    texts:
-        The tokenised texts. With them the words are the exact spans of the
-        text (original case); without, they are rebuilt from the tokens
-        (``"un", "##bel", ...`` -> ``"unbel..."``, lower case for uncased models).
+    Args:
+        encoding:
+            A fast tokenizer's batch encoding (``tokenizer(texts, padding=True,
+            return_tensors="pt")``); ``word_ids()`` says which word each token
+            belongs to. Sentence pairs work: words are numbered across both.
+        texts:
+            The tokenised texts. With them the words are the exact spans of the
+            text (original case); without, they are rebuilt from the tokens
+            (``"un", "##bel", ...`` -> ``"unbel..."``, lower case for uncased models).
 
-    Returns
-    -------
-    feature_mask:
-        ``(N, L)`` long tensor on the CPU; the tokens of word ``j`` of example
-        ``n`` have id ``j`` (``0..n_words-1``). Special tokens and padding are
-        not words: they carry the id of the preceding word ([CLS], or left
-        padding, that of word 0), so ids are contiguous and graph methods infer
-        the line of words. Use :func:`token_baselines` as the baselines to
-        keep them present; with a scalar baseline they are replaced together
-        with the word whose id they carry. A batch whose examples differ in
-        words is a per-example mask (graph methods then need one graph per
-        example).
-    words:
-        The words of each example, in order, ``len(words[n])`` features.
+    Returns:
+        feature_mask:
+            ``(N, L)`` long tensor on the CPU; the tokens of word ``j`` of example
+            ``n`` have id ``j`` (``0..n_words-1``). Special tokens and padding are
+            not words: they carry the id of the preceding word ([CLS], or left
+            padding, that of word 0), so ids are contiguous and graph methods infer
+            the line of words. Use :func:`token_baselines` as the baselines to
+            keep them present; with a scalar baseline they are replaced together
+            with the word whose id they carry. A batch whose examples differ in
+            words is a per-example mask (graph methods then need one graph per
+            example).
+        words:
+            The words of each example, in order, ``len(words[n])`` features.
     """
     batch, _ = _check_encoding(encoding)
     if texts is not None and (isinstance(texts, str) or len(texts) != batch):
@@ -144,17 +142,15 @@ def token_feature_mask(encoding: BatchEncoding) -> tuple[Tensor, list[list[str]]
     The token-level counterpart of :func:`word_feature_mask`, with the same
     handling of special tokens and padding.
 
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding.
+    Args:
+        encoding:
+            A fast tokenizer's batch encoding.
 
-    Returns
-    -------
-    feature_mask:
-        ``(N, L)`` long tensor; token features numbered ``0..n_tokens-1``.
-    tokens:
-        The tokens of each example as the tokenizer writes them (``"##ly"``).
+    Returns:
+        feature_mask:
+            ``(N, L)`` long tensor; token features numbered ``0..n_tokens-1``.
+        tokens:
+            The tokens of each example as the tokenizer writes them (``"##ly"``).
     """
 
     batch, _ = _check_encoding(encoding)
@@ -168,22 +164,20 @@ def token_feature_mask(encoding: BatchEncoding) -> tuple[Tensor, list[list[str]]
 def token_baselines(encoding: BatchEncoding, token_id: int) -> Tensor:
     """Token-id baselines that replace words and keep special tokens and padding.
 
-    Parameters
-    ----------
-    encoding:
-        A fast tokenizer's batch encoding with ``input_ids``.
-    token_id:
-        The id absent tokens take: ``tokenizer.pad_token_id`` or
-        ``tokenizer.mask_token_id``.
+    Args:
+        encoding:
+            A fast tokenizer's batch encoding with ``input_ids``.
+        token_id:
+            The id absent tokens take: ``tokenizer.pad_token_id`` or
+            ``tokenizer.mask_token_id``.
 
-    Returns
-    -------
-    Tensor
-        ``(N, L)`` long tensor on the device of ``input_ids``: ``token_id``
-        where a token belongs to a word, the input's own id at special tokens
-        and padding. Used as ``baselines`` with the masks above, it keeps
-        [CLS]/[SEP] in every coalition (a feature's absence then changes only
-        its word's tokens).
+    Returns:
+        Tensor
+            ``(N, L)`` long tensor on the device of ``input_ids``: ``token_id``
+            where a token belongs to a word, the input's own id at special tokens
+            and padding. Used as ``baselines`` with the masks above, it keeps
+            [CLS]/[SEP] in every coalition (a feature's absence then changes only
+            its word's tokens).
     """
     if isinstance(token_id, bool) or not isinstance(token_id, int):
         raise TypeError(f"token_id must be an int token id, got {type(token_id).__name__}.")

@@ -85,16 +85,15 @@ class DesignStatistics:
     def add(self, examples: Tensor, design: Tensor, targets: Tensor, weights: Tensor) -> None:
         """Add rows to some examples.
 
-        Parameters
-        ----------
-        examples:
-            ``(A,)`` which examples the rows belong to.
-        design:
-            ``(A, n, d)`` coalitions (bool or 0/1).
-        targets:
-            ``(A, n)`` ``v(z) - v(empty)``.
-        weights:
-            ``(A, n)``; 0 marks padding rows.
+        Args:
+            examples:
+                ``(A,)`` which examples the rows belong to.
+            design:
+                ``(A, n, d)`` coalitions (bool or 0/1).
+            targets:
+                ``(A, n)`` ``v(z) - v(empty)``.
+            weights:
+                ``(A, n)``; 0 marks padding rows.
         """
         z = design.to(self.gram.dtype)
         weighted = z * weights[..., None]
@@ -188,20 +187,19 @@ def perturbations_needed(
 class BayesShapReport:
     """How a BayesSHAP run went, per example.
 
-    Attributes
-    ----------
-    samples:
-        ``(N,)`` coalitions sampled (the two endpoints, evaluated besides, not
-        counted).
-    stopped_by:
-        Per example: ``"n_samples"`` (no ``target_width``), ``"target_width"``
-        (every half-width reached it) or ``"max_samples"`` (the budget ran
-        out first).
-    max_half_width:
-        ``(N,)`` the widest interval of each example.
-    perturbations_needed:
-        ``(N,)`` estimated further coalitions to reach ``target_width`` (0
-        where it is met); None without ``target_width``.
+    Attributes:
+        samples:
+            ``(N,)`` coalitions sampled (the two endpoints, evaluated besides, not
+            counted).
+        stopped_by:
+            Per example: ``"n_samples"`` (no ``target_width``), ``"target_width"``
+            (every half-width reached it) or ``"max_samples"`` (the budget ran
+            out first).
+        max_half_width:
+            ``(N,)`` the widest interval of each example.
+        perturbations_needed:
+            ``(N,)`` estimated further coalitions to reach ``target_width`` (0
+            where it is met); None without ``target_width``.
     """
 
     samples: Tensor
@@ -225,25 +223,24 @@ def run_bayes_shap(
 ) -> tuple[BayesPosterior, BayesShapReport]:
     """BayesSHAP's sampling and posterior for a batch of games.
 
-    Parameters
-    ----------
-    evaluate:
-        Values of ``(example, coalition)`` rows, e.g. a game's ``evaluate_rows``.
-    v_empty, v_full:
-        ``(N,)`` values of the endpoints (not counted by ``evaluate``).
-    n_samples:
-        Sampled coalitions per example, besides the endpoints (``>= d + 2``:
-        the t intervals then have at least ``d + 2`` degrees of freedom).
-    focused:
-        Draw half of the sampled coalitions from the KernelSHAP distribution,
-        the rest in ``FOCUS_ROUNDS`` rounds of the paper's Alg. 2: candidates
-        from the same distribution, chosen with probability
-        ``softmax(z^T V z / (T mean))``, the predictive variance of the
-        current posterior. Rows keep their KernelSHAP weight, as in the paper.
-    target_width:
-        Keep sampling, in rounds sized by :func:`perturbations_needed`, until
-        every half-width of an example is at most this, or it has
-        ``max_samples`` sampled coalitions.
+    Args:
+        evaluate:
+            Values of ``(example, coalition)`` rows, e.g. a game's ``evaluate_rows``.
+        v_empty, v_full:
+            ``(N,)`` values of the endpoints (not counted by ``evaluate``).
+        n_samples:
+            Sampled coalitions per example, besides the endpoints (``>= d + 2``:
+            the t intervals then have at least ``d + 2`` degrees of freedom).
+        focused:
+            Draw half of the sampled coalitions from the KernelSHAP distribution,
+            the rest in ``FOCUS_ROUNDS`` rounds of the paper's Alg. 2: candidates
+            from the same distribution, chosen with probability
+            ``softmax(z^T V z / (T mean))``, the predictive variance of the
+            current posterior. Rows keep their KernelSHAP weight, as in the paper.
+        target_width:
+            Keep sampling, in rounds sized by :func:`perturbations_needed`, until
+            every half-width of an example is at most this, or it has
+            ``max_samples`` sampled coalitions.
     """
     batch = v_empty.shape[0]
     dtype, device = v_empty.dtype, v_empty.device

@@ -111,17 +111,15 @@ def interval_over_references(per_reference: Tensor, confidence: float) -> tuple[
     interval (Merrick and Taly): ``mean ± z * SD / sqrt(B)``, with the sample
     standard deviation (``B - 1`` in the denominator) and the normal ``z``.
 
-    Parameters
-    ----------
-    per_reference:
-        ``(..., B)``: one attribution per reference along the last dimension;
-        ``B >= 2``.
-    confidence:
-        The level of the interval, in (0, 1).
+    Args:
+        per_reference:
+            ``(..., B)``: one attribution per reference along the last dimension;
+            ``B >= 2``.
+        confidence:
+            The level of the interval, in (0, 1).
 
-    Returns
-    -------
-    ``(mean, half_width)``, both of shape ``per_reference.shape[:-1]``.
+    Returns:
+        ``(mean, half_width)``, both of shape ``per_reference.shape[:-1]``.
     """
     count = per_reference.shape[-1]
     if count < 2:

@@ -83,16 +83,14 @@ def walsh_coefficients(values: Tensor) -> Tensor:
 def residual_norms(values: Tensor) -> Tensor:
     """``||r_i||`` of every feature from the values of all ``2^d`` coalitions.
 
-    Parameters
-    ----------
-    values:
-        ``(N, 2^d)``, column m the value of the coalition whose members are
-        the set bits of m (the order of :func:`~captum_graphshap.coalitions.all_coalitions`).
+    Args:
+        values:
+            ``(N, 2^d)``, column m the value of the coalition whose members are
+            the set bits of m (the order of :func:`~captum_graphshap.coalitions.all_coalitions`).
 
-    Returns
-    -------
-    ``(N, d)``: the Euclidean norm of each feature's residual over the
-    hypercube's ``d 2^(d-1)`` edges. ``O(d 2^d)`` for all features together.
+    Returns:
+        ``(N, d)``: the Euclidean norm of each feature's residual over the
+        hypercube's ``d 2^(d-1)`` edges. ``O(d 2^d)`` for all features together.
     """
     batch, count = values.shape
     d = count.bit_length() - 1
@@ -111,11 +109,10 @@ def residual_norms(values: Tensor) -> Tensor:
 def inessential_games(values: Tensor) -> Tensor:
     """Every feature's least-squares inessential game ``v_i`` on all coalitions.
 
-    Returns
-    -------
-    ``(N, d, 2^d)`` with ``v_i(empty) = 0``; ``v_i(D)`` is the Shapley value
-    of feature i and ``sum_i v_i = v - v(empty)``. One inverse transform per
-    feature, ``O(d 2^d)`` each.
+    Returns:
+        ``(N, d, 2^d)`` with ``v_i(empty) = 0``; ``v_i(D)`` is the Shapley value
+        of feature i and ``sum_i v_i = v - v(empty)``. One inverse transform per
+        feature, ``O(d 2^d)`` each.
     """
     batch, count = values.shape
     d = count.bit_length() - 1
@@ -165,17 +162,15 @@ def hypercube_edges(d: int, device: torch.device | str = "cpu") -> Tensor:
 def residual_vectors(values: Tensor, games: Tensor | None = None) -> Tensor:
     """Every feature's residual ``r_i = grad_i v - grad v_i`` on every edge.
 
-    Parameters
-    ----------
-    values:
-        ``(N, 2^d)``.
-    games:
-        The inessential games of :func:`inessential_games`, if already computed.
+    Args:
+        values:
+            ``(N, 2^d)``.
+        games:
+            The inessential games of :func:`inessential_games`, if already computed.
 
-    Returns
-    -------
-    ``(N, d, d, 2^(d-1))``: ``[n, i, j, e]`` is ``r_i`` on the ``e``-th edge of
-    direction ``j`` (see :func:`hypercube_edges`).
+    Returns:
+        ``(N, d, d, 2^(d-1))``: ``[n, i, j, e]`` is ``r_i`` on the ``e``-th edge of
+        direction ``j`` (see :func:`hypercube_edges`).
     """
     if games is None:
         games = inessential_games(values)

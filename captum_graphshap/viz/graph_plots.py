@@ -41,24 +41,23 @@ def plot_explanation_graph(
 ) -> Axes:
     """The directed explanation graph ``G`` (edge ``j -> i``, weight ``E2[i, j]``).
 
-    Parameters
-    ----------
-    graph:
-        The explanation graph of one example.
-    gamma:
-        Colour the mutually redundant groups of ``H_gamma`` (one colour a
-        group, grey elsewhere); None: no groups.
-    importance:
-        Node sizes: ``"pagerank"`` (default), ``"shapley"`` (absolute
-        univariate values, which the graph must hold) or ``d`` numbers.
-    max_edges:
-        Draw the strongest edges by ``|E2|`` (a complete graph on many
-        features is unreadable); their width grows with ``|E2|``, red ones
-        are negative.
-    layout:
-        ``"circular"``, ``"spring"`` (seeded) or a ``{node: (x, y)}`` mapping.
-    ax:
-        Axes to draw on; default a new figure.
+    Args:
+        graph:
+            The explanation graph of one example.
+        gamma:
+            Colour the mutually redundant groups of ``H_gamma`` (one colour a
+            group, grey elsewhere); None: no groups.
+        importance:
+            Node sizes: ``"pagerank"`` (default), ``"shapley"`` (absolute
+            univariate values, which the graph must hold) or ``d`` numbers.
+        max_edges:
+            Draw the strongest edges by ``|E2|`` (a complete graph on many
+            features is unreadable); their width grows with ``|E2|``, red ones
+            are negative.
+        layout:
+            ``"circular"``, ``"spring"`` (seeded) or a ``{node: (x, y)}`` mapping.
+        ax:
+            Axes to draw on; default a new figure.
     """
     ax = ax if ax is not None else plt.figure(figsize=(6, 6)).gca()
     g = graph.to_networkx()
@@ -109,14 +108,13 @@ def plot_token_strip(
     """Tokens in reading order, bars of their scores (e.g. PageRank), and the
     mutually redundant groups as coloured token labels and bars.
 
-    Parameters
-    ----------
-    tokens:
-        One label per feature (words or sub-word tokens).
-    scores:
-        One number per token; default none (bars of height 1).
-    groups:
-        Sets of token indices (``mutually_redundant_groups``).
+    Args:
+        tokens:
+            One label per feature (words or sub-word tokens).
+        scores:
+            One number per token; default none (bars of height 1).
+        groups:
+            Sets of token indices (``mutually_redundant_groups``).
     """
     count = len(tokens)
     heights = np.ones(count) if scores is None else _vector(scores, count, "scores")
@@ -145,19 +143,18 @@ def plot_pixel_overlay(
 ) -> Axes:
     """An image with per-feature scores as a heat map and redundant groups tinted.
 
-    Parameters
-    ----------
-    image:
-        ``(H, W)``, ``(C, H, W)`` or ``(1, C, H, W)``; drawn in grey.
-    feature_mask:
-        ``(H, W)`` feature ids (broadcast shapes such as ``(1, 1, H, W)``
-        are squeezed).
-    scores:
-        One number per feature (e.g. PageRank), drawn with ``viridis``.
-    groups:
-        Sets of feature ids, each tinted with its colour.
-    alpha:
-        Opacity of the overlays.
+    Args:
+        image:
+            ``(H, W)``, ``(C, H, W)`` or ``(1, C, H, W)``; drawn in grey.
+        feature_mask:
+            ``(H, W)`` feature ids (broadcast shapes such as ``(1, 1, H, W)``
+            are squeezed).
+        scores:
+            One number per feature (e.g. PageRank), drawn with ``viridis``.
+        groups:
+            Sets of feature ids, each tinted with its colour.
+        alpha:
+            Opacity of the overlays.
     """
     picture = to_hwc(image)
     grey = picture.mean(axis=2)

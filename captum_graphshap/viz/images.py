@@ -20,24 +20,22 @@ def to_hwc(
     :func:`captum.attr.visualization.visualize_image_attr` takes channels-last
     numpy arrays; models and attribution methods give channels-first tensors.
 
-    Parameters
-    ----------
-    attributions:
-        A tensor (or array) laid out ``NCHW``, ``NHW``, ``CHW`` or ``HW``:
-        attributions, or the images themselves.
-    index:
-        Which example of a batch (``NCHW``/``NHW``) to take; negative counts
-        from the end. Ignored for single images.
-    layout:
-        The layout of ``attributions``. Default: from the rank — 4 is
-        ``NCHW``, 2 is ``HW``, and 3 is ``CHW`` when the first dimension is 1
-        or 3 (grey or RGB) and ``index`` is 0, otherwise ``NHW``. Pass it when
-        a 3-dim tensor is ambiguous (e.g. a batch of 3 grey maps).
+    Args:
+        attributions:
+            A tensor (or array) laid out ``NCHW``, ``NHW``, ``CHW`` or ``HW``:
+            attributions, or the images themselves.
+        index:
+            Which example of a batch (``NCHW``/``NHW``) to take; negative counts
+            from the end. Ignored for single images.
+        layout:
+            The layout of ``attributions``. Default: from the rank — 4 is
+            ``NCHW``, 2 is ``HW``, and 3 is ``CHW`` when the first dimension is 1
+            or 3 (grey or RGB) and ``index`` is 0, otherwise ``NHW``. Pass it when
+            a 3-dim tensor is ambiguous (e.g. a batch of 3 grey maps).
 
-    Returns
-    -------
-    A float64 ``(H, W, C)`` array on the host; a single channel stays as
-    ``(H, W, 1)``, which Captum accepts for both attributions and images.
+    Returns:
+        A float64 ``(H, W, C)`` array on the host; a single channel stays as
+        ``(H, W, 1)``, which Captum accepts for both attributions and images.
     """
     array = _as_array(attributions)
     layout = _resolve_layout(array.shape, index, layout)

@@ -38,16 +38,15 @@ def plot_feature_intervals(
 ) -> Axes:
     """Horizontal bars of tabular attributions with their intervals as error bars.
 
-    Parameters
-    ----------
-    attributions, half_width:
-        ``(d,)`` per-feature values, or ``(N, d)`` (example ``index`` is drawn).
-    feature_names:
-        ``d`` labels; default ``"feature i"``.
-    sort:
-        Largest ``|attribution|`` at the top.
-    max_features:
-        Draw at most this many features (the largest); None draws all.
+    Args:
+        attributions, half_width:
+            ``(d,)`` per-feature values, or ``(N, d)`` (example ``index`` is drawn).
+        feature_names:
+            ``d`` labels; default ``"feature i"``.
+        sort:
+            Largest ``|attribution|`` at the top.
+        max_features:
+            Draw at most this many features (the largest); None draws all.
     """
     values = _vector(attributions, "attributions", index)
     widths = _vector(half_width, "half_width", index)
@@ -80,12 +79,11 @@ def plot_token_intervals(
 ) -> Axes:
     """Token attributions as bars in reading order, each interval shaded behind its bar.
 
-    Parameters
-    ----------
-    tokens:
-        One label per feature (words or tokens), in order.
-    attributions, half_width:
-        ``(L,)`` or ``(N, L)`` per-token values (example ``index``).
+    Args:
+        tokens:
+            One label per feature (words or tokens), in order.
+        attributions, half_width:
+            ``(L,)`` or ``(N, L)`` per-token values (example ``index``).
     """
     values = _vector(attributions, "attributions", index)
     widths = _vector(half_width, "half_width", index)
@@ -131,16 +129,15 @@ def plot_image_intervals(
     diverging colour scale centred at zero, the half-width map a sequential
     one starting at zero, each with its colour bar.
 
-    Parameters
-    ----------
-    attributions, half_width:
-        Image-shaped tensors (``NCHW``, ``NHW``, ``CHW`` or ``HW``, as
-        :func:`~captum_graphshap.viz.images.to_hwc` reads them).
-    image:
-        The input image, drawn in a first panel when given (values in [0, 1]
-        or [0, 255]).
-    axes:
-        Two (three with ``image``) axes to draw on; default a new figure.
+    Args:
+        attributions, half_width:
+            Image-shaped tensors (``NCHW``, ``NHW``, ``CHW`` or ``HW``, as
+            :func:`~captum_graphshap.viz.images.to_hwc` reads them).
+        image:
+            The input image, drawn in a first panel when given (values in [0, 1]
+            or [0, 255]).
+        axes:
+            Two (three with ``image``) axes to draw on; default a new figure.
     """
     heat = to_hwc(attributions, index, layout=layout).sum(axis=2)
     spread = to_hwc(half_width, index, layout=layout).sum(axis=2)
