@@ -429,3 +429,63 @@ def test_connected_subsets_property(case: tuple[FeatureGraph, int, int]) -> None
         assert nx.is_connected(g.subgraph(subset))
     want = sum(1 for s in _brute_connected(g, ball) if i in s)
     assert len(rows) == want
+
+
+# ------------------------------------------------------------ the public API of the plans
+
+
+def _csr(members: torch.Tensor, offsets: torch.Tensor) -> list[tuple[int, ...]]:
+    return [tuple(members[offsets[m] : offsets[m + 1]].tolist()) for m in range(len(offsets) - 1)]
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_neighbour_table_and_balls_match_networkx(name: str) -> None:
+    graph = GRAPHS[name]
+    g = graph.to_networkx()
+    table = graph.neighbour_table()
+    for i in range(graph.num_nodes):
+        row = table[i][table[i] >= 0].tolist()
+        assert row == sorted(g.neighbors(i))
+    for k in range(5):
+        balls = graph.balls(k)
+        assert balls is graph.balls(k)  # cached
+        for i in range(graph.num_nodes):
+            want = sorted(nx.single_source_shortest_path_length(g, i, cutoff=k))
+            assert balls[i][balls[i] >= 0].tolist() == want
+            assert graph.ball(i, k).tolist() == want == list(graph.neighbourhood(i, k))
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_connected_sets_in_balls_match_brute_force(name: str) -> None:
+    graph = GRAPHS[name]
+    g = graph.to_networkx()
+    n = graph.num_nodes
+    for k in range(3):
+        group, members, offsets = graph.connected_sets(torch.arange(n), graph.balls(k))
+        sets = _csr(members, offsets)
+        for i in range(n):
+            got = [s for s, owner in zip(sets, group.tolist()) if owner == i]
+            assert len(got) == len(set(got))
+            assert all(list(s) == sorted(s) for s in got)
+            want = [s for s in _brute_connected(g, set(graph.neighbourhood(i, k))) if i in s]
+            assert _order(got) == want
+        capped = _csr(*graph.connected_sets(torch.arange(n), graph.balls(k), max_size=2)[1:])
+        assert sorted(capped) == sorted(s for s in sets if len(s) <= 2)
+    with pytest.raises(ValueError, match="more than 3 connected subsets"):
+        LineGraph(6).connected_sets([2], LineGraph(6).balls(2)[2:3], max_count=3)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_all_connected_sets_and_boundaries_match_brute_force(name: str) -> None:
+    graph = GRAPHS[name]
+    g = graph.to_networkx()
+    members, offsets = graph.all_connected_sets()
+    sets = _csr(members, offsets)
+    assert _order(sets) == _brute_connected(g)
+    which, node = graph.boundaries(members, offsets)
+    sizes = graph.boundary_sizes(members, offsets)
+    for m, s in enumerate(sets):
+        assert node[which == m].tolist() == sorted(nx.node_boundary(g, s))
+        assert int(sizes[m]) == graph.boundary_size(s)
+    with pytest.raises(ValueError, match="more than 10 connected subsets"):
+        LineGraph(6).all_connected_sets(max_count=10)

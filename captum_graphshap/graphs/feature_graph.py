@@ -50,12 +50,11 @@ class FeatureGraph:
     is computed once and cached; the arrays and tensors returned by the
     cached methods are shared and must be treated as read-only.
 
-    Parameters
-    ----------
-    neighbours:
-        ``neighbours[i]`` lists the neighbours of node ``i``. The graph is
-        symmetrised and self loops are dropped. Prefer the ``from_*``
-        constructors, which validate their input.
+    Args:
+        neighbours:
+            ``neighbours[i]`` lists the neighbours of node ``i``. The graph is
+            symmetrised and self loops are dropped. Prefer the ``from_*``
+            constructors, which validate their input.
 
     Example:
         >>> from captum_graphshap import FeatureGraph
@@ -98,12 +97,11 @@ class FeatureGraph:
     def from_adjacency(cls, matrix: MatrixLike) -> FeatureGraph:
         """Graph of a square adjacency matrix.
 
-        Parameters
-        ----------
-        matrix:
-            ``(n, n)`` numpy array, torch tensor or nested list, boolean or
-            numeric; any nonzero entry is an edge. It is symmetrised
-            (``A | A.T``) and its diagonal is ignored.
+        Args:
+            matrix:
+                ``(n, n)`` numpy array, torch tensor or nested list, boolean or
+                numeric; any nonzero entry is an edge. It is symmetrised
+                (``A | A.T``) and its diagonal is ignored.
         """
         array = _as_numpy(matrix, "matrix")
         if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -123,16 +121,15 @@ class FeatureGraph:
     def from_networkx(cls, g: nx.Graph, nodelist: Sequence[Hashable] | None = None) -> FeatureGraph:
         """Graph of a networkx graph, with node ``nodelist[i]`` as feature ``i``.
 
-        Parameters
-        ----------
-        g:
-            Any networkx graph; directed graphs are made undirected and self
-            loops are dropped.
-        nodelist:
-            The node of ``g`` that becomes feature ``i``, for each ``i``; it
-            must list every node of ``g`` exactly once. By default
-            ``sorted(g.nodes)`` when the nodes are exactly the ints
-            ``0..n-1``, else ``list(g.nodes)``.
+        Args:
+            g:
+                Any networkx graph; directed graphs are made undirected and self
+                loops are dropped.
+            nodelist:
+                The node of ``g`` that becomes feature ``i``, for each ``i``; it
+                must list every node of ``g`` exactly once. By default
+                ``sorted(g.nodes)`` when the nodes are exactly the ints
+                ``0..n-1``, else ``list(g.nodes)``.
         """
         if not isinstance(g, nx.Graph):
             raise TypeError(f"g must be a networkx graph, got {type(g).__name__}.")
@@ -163,13 +160,12 @@ class FeatureGraph:
     def from_edges(cls, num_nodes: int, edges: Iterable[tuple[int, int]] | Tensor) -> FeatureGraph:
         """Graph on ``num_nodes`` nodes with the given undirected edges.
 
-        Parameters
-        ----------
-        num_nodes:
-            Number of nodes ``n``; nodes are ``0..n-1``.
-        edges:
-            ``(u, v)`` pairs (an iterable, or an ``(E, 2)`` array/tensor);
-            duplicates, both directions and self loops are allowed.
+        Args:
+            num_nodes:
+                Number of nodes ``n``; nodes are ``0..n-1``.
+            edges:
+                ``(u, v)`` pairs (an iterable, or an ``(E, 2)`` array/tensor);
+                duplicates, both directions and self loops are allowed.
         """
         n = _check_count(num_nodes, "num_nodes", minimum=0)
         if isinstance(edges, (Tensor, np.ndarray)):
@@ -325,12 +321,11 @@ class FeatureGraph:
     def neighbourhood(self, i: int, k: int) -> tuple[int, ...]:
         """Sorted ids of the nodes at hop distance ``<= k`` from ``i`` (``i`` included).
 
-        Parameters
-        ----------
-        i:
-            A node id, ``0 <= i < num_nodes``.
-        k:
-            The radius, an int ``>= 0``.
+        Args:
+            i:
+                A node id, ``0 <= i < num_nodes``.
+            k:
+                The radius, an int ``>= 0``.
         """
         i = self._check_node(i, "i")
         k = _check_count(k, "k", minimum=0)
@@ -373,6 +368,190 @@ class FeatureGraph:
             self._cache[key] = cached
         return cached
 
+    def neighbour_table(self) -> Tensor:
+        """Long ``(n, D)`` tensor: row ``i`` lists the neighbours of ``i`` sorted, ``-1`` padded.
+
+        ``D`` is the largest degree (at least 1). Cached: do not modify it.
+        """
+        cached = self._cache.get("neighbour_table")
+        if cached is None:
+            n = self._num_nodes
+            both = np.concatenate([self._edges, self._edges[:, ::-1]])
+            both = both[np.lexsort((both[:, 1], both[:, 0]))]
+            counts = np.bincount(both[:, 0], minlength=n) if n else np.zeros(0, np.int64)
+            width = max(int(counts.max()) if n else 0, 1)
+            table = np.full((n, width), -1, dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if n else counts
+            slot = np.arange(both.shape[0]) - np.repeat(starts, counts)
+            table[both[:, 0], slot] = both[:, 1]
+            cached = torch.from_numpy(table)
+            self._cache["neighbour_table"] = cached
+        return cached
+
+    def balls(self, k: int) -> Tensor:
+        """Long ``(n, W)`` tensor: row ``i`` holds the sorted ids of ``N_k(i)``, ``-1`` padded.
+
+        ``N_k(i)`` is every node within ``k`` hops of ``i`` (``i`` included);
+        ``W`` is the largest ball. Grown a hop at a time for all nodes at once
+        (sort and drop repeats per row), so memory is ``O(n W D)``, never
+        ``n^2`` bits. Cached per ``k``: do not modify it.
+        """
+        k = _check_count(k, "k", minimum=0)
+        key = ("balls", k)
+        cached = self._cache.get(key)
+        if cached is None:
+            n = self._num_nodes
+            table = self.neighbour_table()
+            pad = n  # sorts after every id
+            ball = torch.arange(n).reshape(n, 1)
+            for _ in range(k):
+                safe = ball.clamp(max=max(n - 1, 0))
+                reach = torch.where((ball < pad)[:, :, None], table[safe], -1).reshape(n, -1)
+                grown = torch.cat([ball, torch.where(reach >= 0, reach, pad)], dim=1)
+                grown = _dedup_sorted_rows(grown, pad)
+                if grown.shape == ball.shape and bool((grown == ball).all()):
+                    break
+                ball = grown
+            cached = torch.where(ball < pad, ball, -1)
+            self._cache[key] = cached
+        return cached
+
+    def ball(self, i: int, k: int) -> Tensor:
+        """Long 1-D tensor of the sorted ids of ``N_k(i)`` (``i`` included)."""
+        i = self._check_node(i, "i")
+        row = self.balls(k)[i]
+        return row[row >= 0]
+
+    def connected_sets(
+        self,
+        roots: Tensor | Sequence[int],
+        within: Tensor,
+        max_size: int | None = None,
+        max_count: int | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Every connected set containing ``roots[g]`` inside the node set ``within[g]``.
+
+        Args:
+            roots:
+                ``(G,)`` node ids.
+            within:
+                ``(G, W)`` long, the allowed nodes of each group (``-1`` padded,
+                e.g. a row of :meth:`balls`); it must contain the root.
+            max_size:
+                Only sets of at most this many nodes.
+            max_count:
+                Raise ``ValueError`` once more than ``max_count`` sets are found
+                (over all groups).
+
+        Returns:
+            ``(group, members, offsets)``: set ``m`` belongs to group ``group[m]``
+            and its sorted node ids are ``members[offsets[m]:offsets[m + 1]]``.
+            Each set is enumerated once per group, in the group's local
+            coordinates (bit ``p`` = the ``p``-th allowed node), so the work per
+            set is a few operations on ``W``-bit integers, never ``n`` bits.
+        """
+        root_list = [int(r) for r in (roots.tolist() if isinstance(roots, Tensor) else roots)]
+        within = torch.as_tensor(within, dtype=torch.long).reshape(len(root_list), -1)
+        limit = -1 if max_count is None else _check_count(max_count, "max_count", minimum=0)
+        size_cap = -1 if max_size is None else _check_count(max_size, "max_size", minimum=0)
+        lists = self._neighbour_lists
+        groups, members, lengths = [], [], []
+        found = 0
+        for g, (root, row) in enumerate(zip(root_list, within.tolist())):
+            ids = [u for u in row if u >= 0]
+            position = {u: p for p, u in enumerate(ids)}
+            if root not in position:
+                raise ValueError(f"within[{g}] must contain its root {root}.")
+            local = [
+                functools.reduce(
+                    operator.or_, (1 << position[v] for v in lists[u] if v in position), 0
+                )
+                for u in ids
+            ]
+            masks: list[int] = []
+            remaining = -1 if limit < 0 else limit - found
+            try:
+                _enumerate_connected(
+                    local, position[root], (1 << len(ids)) - 1, masks, remaining, size_cap
+                )
+            except _TooManySets:
+                raise ValueError(
+                    f"more than {limit:,} connected subsets in the allowed node sets."
+                ) from None
+            found += len(masks)
+            rows, local_ids = _mask_members(masks, len(ids))
+            members.append(torch.tensor(ids, dtype=torch.long)[local_ids])
+            lengths.append(torch.bincount(rows, minlength=len(masks)))
+            groups.append(torch.full((len(masks),), g, dtype=torch.long))
+        return _as_csr(groups, members, lengths)
+
+    def all_connected_sets(self, max_count: int | None = None) -> tuple[Tensor, Tensor]:
+        """Every non-empty connected node set, as sorted member ids: ``(members, offsets)``.
+
+        Set ``m`` is ``members[offsets[m]:offsets[m + 1]]``; the order is that
+        of the enumeration (by smallest node). Memory is one id per member.
+        Raises ``ValueError`` beyond ``max_count`` sets.
+        """
+        limit = _check_limit(max_count)
+        n = self._num_nodes
+        full = (1 << n) - 1
+        nbr = self._neighbour_masks
+        members, lengths = [], []
+        found = 0
+        for root in range(n):
+            masks: list[int] = []
+            remaining = -1 if limit is None else limit - found
+            try:
+                _enumerate_connected(nbr, root, full & ~((1 << root) - 1), masks, remaining)
+            except _TooManySets:
+                raise ValueError(
+                    f"the graph has more than {limit:,} connected subsets; use a coarser graph "
+                    "(group features with feature_mask, e.g. patches or superpixels)."
+                ) from None
+            found += len(masks)
+            rows, ids = _mask_members(masks, n)
+            members.append(ids)
+            lengths.append(torch.bincount(rows, minlength=len(masks)))
+        _, flat, offsets = _as_csr([], members, lengths)
+        return flat, offsets
+
+    def boundaries(self, members: Tensor, offsets: Tensor) -> tuple[Tensor, Tensor]:
+        """The nodes adjacent to each set and outside it: ``(set_index, node)`` pairs.
+
+        Sets are CSR member ids (``members[offsets[m]:offsets[m + 1]]``).
+        Pairs come sorted by set, then node; vectorised, in chunks of sets.
+        """
+        n = max(self._num_nodes, 1)
+        table = self.neighbour_table()
+        count = offsets.shape[0] - 1
+        lengths = offsets[1:] - offsets[:-1]
+        set_out, node_out = [], []
+        step_members = max(1, 2**22 // table.shape[1])
+        start = 0
+        while start < count:
+            stop = int(torch.searchsorted(offsets, offsets[start] + step_members, right=True))
+            stop = min(max(stop - 1, start + 1), count)
+            lo, hi = int(offsets[start]), int(offsets[stop])
+            chunk = members[lo:hi]
+            row = torch.repeat_interleave(torch.arange(start, stop), lengths[start:stop])
+            reach = table[chunk]  # (P, D)
+            keep = reach >= 0
+            keys = (row[:, None] * n + reach)[keep]
+            inside = row * n + chunk
+            keys = torch.unique(keys)
+            keys = keys[~torch.isin(keys, inside)]
+            set_out.append(keys // n)
+            node_out.append(keys % n)
+            start = stop
+        if not set_out:
+            return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+        return torch.cat(set_out), torch.cat(node_out)
+
+    def boundary_sizes(self, members: Tensor, offsets: Tensor) -> Tensor:
+        """``(M,)`` number of nodes adjacent to each CSR set and outside it."""
+        which, _ = self.boundaries(members, offsets)
+        return torch.bincount(which, minlength=offsets.shape[0] - 1)
+
     # -------------------------------------------------------- connected sets
 
     def _connected_masks(
@@ -397,15 +576,14 @@ class FeatureGraph:
         once, sorted by size and then lexicographically by sorted node ids.
         Cached per ``(i, k)``: the returned tensor is shared, do not modify it.
 
-        Parameters
-        ----------
-        i:
-            The node every set contains.
-        k:
-            Radius of the neighbourhood the sets must lie in.
-        max_count:
-            Raise ``ValueError`` (after at most ``max_count + 1`` sets) when
-            there are more than ``max_count`` sets. None: no limit.
+        Args:
+            i:
+                The node every set contains.
+            k:
+                Radius of the neighbourhood the sets must lie in.
+            max_count:
+                Raise ``ValueError`` (after at most ``max_count + 1`` sets) when
+                there are more than ``max_count`` sets. None: no limit.
         """
         i = self._check_node(i, "i")
         k = _check_count(k, "k", minimum=0)
@@ -435,12 +613,11 @@ class FeatureGraph:
         once, sorted by size and then lexicographically by sorted node ids.
         Cached: the returned tensor is shared, do not modify it.
 
-        Parameters
-        ----------
-        max_count:
-            Raise ``ValueError`` (after at most ``max_count + 1`` sets) when
-            there are more than ``max_count`` sets. None: no limit, which can
-            take forever on dense graphs or large grids.
+        Args:
+            max_count:
+                Raise ``ValueError`` (after at most ``max_count + 1`` sets) when
+                there are more than ``max_count`` sets. None: no limit, which can
+                take forever on dense graphs or large grids.
         """
         limit = _check_limit(max_count)
         cached = self._cache.get("all_connected_subsets")
@@ -521,14 +698,12 @@ class FeatureGraph:
     def components(self, nodes: NodesLike) -> list[tuple[int, ...]]:
         """Connected components of the subgraph induced by ``nodes``.
 
-        Parameters
-        ----------
-        nodes:
-            Node ids, or a boolean mask of length ``num_nodes``.
+        Args:
+            nodes:
+                Node ids, or a boolean mask of length ``num_nodes``.
 
-        Returns
-        -------
-        One sorted tuple of node ids per component, ordered by smallest node.
+        Returns:
+            One sorted tuple of node ids per component, ordered by smallest node.
         """
         return [tuple(_bits(part)) for part in self._components_of_mask(self._mask_of(nodes))]
 
@@ -543,10 +718,9 @@ class FeatureGraph:
     def boundary_size(self, nodes: NodesLike) -> int:
         """Number of nodes outside ``nodes`` with a neighbour in ``nodes``.
 
-        Parameters
-        ----------
-        nodes:
-            Node ids, or a boolean mask of length ``num_nodes``.
+        Args:
+            nodes:
+                Node ids, or a boolean mask of length ``num_nodes``.
         """
         return self._boundary_of_mask(self._mask_of(nodes)).bit_count()
 
@@ -572,7 +746,7 @@ class _TooManySets(ValueError):
 
 
 def _enumerate_connected(
-    nbr: Sequence[int], root: int, allowed: int, out: list[int], limit: int
+    nbr: Sequence[int], root: int, allowed: int, out: list[int], limit: int, max_size: int = -1
 ) -> None:
     """Append every connected set containing ``root`` within ``allowed`` to ``out``.
 
@@ -582,12 +756,17 @@ def _enumerate_connected(
     the candidates, then forbid ``v``, so that the sets containing ``v`` are
     produced only below that branch. Explicit stacks because a set (and so the
     recursion depth) can have as many nodes as the graph. ``limit < 0``: none.
+    ``max_size >= 0``: only sets of at most that many nodes.
     """
     start = 1 << root
     append = out.append
+    if max_size == 0:
+        return
     append(start)
     if 0 <= limit < len(out):
         raise _TooManySets(f"more than {limit:,} connected subsets.")
+    if max_size == 1:
+        return
     sets = [start]
     candidates = [nbr[root] & allowed & ~start]
     forbidden = [0]
@@ -611,10 +790,59 @@ def _enumerate_connected(
         if check and len(out) > limit:
             raise _TooManySets(f"more than {limit:,} connected subsets.")
         child = (c | nbr[v.bit_length() - 1]) & allowed & ~s & ~f
-        if child:
+        if child and (max_size < 0 or s.bit_count() < max_size):
             sets.append(s)
             candidates.append(child)
             forbidden.append(f)
+
+
+def _dedup_sorted_rows(rows: Tensor, pad: int) -> Tensor:
+    """Sort each row, replace repeats by ``pad``, and drop all-``pad`` columns."""
+    rows, _ = torch.sort(rows, dim=1)
+    repeat = torch.zeros_like(rows, dtype=torch.bool)
+    repeat[:, 1:] = rows[:, 1:] == rows[:, :-1]
+    rows = torch.where(repeat, pad, rows)
+    rows, _ = torch.sort(rows, dim=1)
+    width = max(int((rows < pad).sum(dim=1).max()) if rows.shape[0] else 1, 1)
+    return rows[:, :width].contiguous()
+
+
+#: Masks converted to member ids at once (bounds the bool buffer).
+_MASK_CHUNK = 2**16
+
+
+def _mask_members(masks: Sequence[int], width: int) -> tuple[Tensor, Tensor]:
+    """``(row, bit)`` of every set bit of ``width``-bit masks, row-major (bits ascending)."""
+    rows, bits = [], []
+    for start in range(0, len(masks), _MASK_CHUNK):
+        part = masks[start : start + _MASK_CHUNK]
+        dense: np.ndarray
+        if width <= 63:
+            packed = np.asarray(part, dtype="<u8").view(np.uint8).reshape(len(part), 8)
+            dense = np.unpackbits(packed, axis=1, count=max(width, 1), bitorder="little")
+        else:
+            dense = _unpack(_pack(part, width), width)
+        row, bit = np.nonzero(dense)
+        rows.append(torch.from_numpy(row.astype(np.int64) + start))
+        bits.append(torch.from_numpy(bit.astype(np.int64)))
+    if not rows:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    return torch.cat(rows), torch.cat(bits)
+
+
+def _as_csr(
+    groups: list[Tensor], members: list[Tensor], lengths: list[Tensor]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Concatenate per-group CSR pieces: ``(group, members, offsets)``."""
+    empty = torch.zeros(0, dtype=torch.long)
+    length = torch.cat(lengths) if lengths else empty
+    offsets = torch.zeros(length.shape[0] + 1, dtype=torch.long)
+    offsets[1:] = length.cumsum(0)
+    return (
+        torch.cat(groups) if groups else empty,
+        torch.cat(members) if members else empty,
+        offsets,
+    )
 
 
 def _bits(mask: int) -> list[int]:

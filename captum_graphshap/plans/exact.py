@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ..engine.plan import DenseCoalitions, Plan
+from ..engine.plan import MemberCoalitions, Plan
 from ..graphs import FeatureGraph, LineGraph
-from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_plan_size
 from .linear import SparseLinearMap, myerson_weight
 
@@ -42,43 +40,6 @@ def _all_coalitions_cached(d: int, device: torch.device) -> Tensor:
     codes = torch.arange(2**d, device=device)
     bits = torch.arange(d, device=device)
     return ((codes[:, None] >> bits) & 1).bool()
-
-
-class _PlanBuilder:
-    """Collects coalitions (Python-int bitmasks) and estimator coefficients.
-
-    Each distinct coalition gets one column, so a coalition shared by many
-    features (or by the two terms of different features) is evaluated once.
-    """
-
-    def __init__(self, num_nodes: int) -> None:
-        self.num_nodes = num_nodes
-        self.column: dict[int, int] = {}
-        self.rows: list[int] = []
-        self.cols: list[int] = []
-        self.coeffs: list[float] = []
-
-    def add(self, feature: int, coalition: int, coeff: float) -> None:
-        col = self.column.setdefault(coalition, len(self.column))
-        self.rows.append(feature)
-        self.cols.append(col)
-        self.coeffs.append(coeff)
-
-    def marginal(self, feature: int, with_feature: int, weight: float) -> None:
-        """``weight * (v(S) - v(S - feature))`` for ``S = with_feature``."""
-        self.add(feature, with_feature, weight)
-        self.add(feature, with_feature & ~(1 << feature), -weight)
-
-    def build(self) -> Plan:
-        masks = list(self.column)  # insertion order = column order
-        coalitions = torch.from_numpy(_masks_to_rows(masks, self.num_nodes).copy())
-        linear = SparseLinearMap(
-            torch.tensor(self.rows, dtype=torch.long),
-            torch.tensor(self.cols, dtype=torch.long),
-            torch.tensor(self.coeffs, dtype=torch.float64),
-            self.num_nodes,
-        )
-        return Plan(DenseCoalitions(coalitions), linear, distinct=True)
 
 
 def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
@@ -112,29 +73,55 @@ def _line_myerson_plan(n: int) -> Plan:
 
 @functools.lru_cache(maxsize=64)
 def _myerson_plan_cached(graph: FeatureGraph, limit: int) -> Plan:
+    """The Myerson value on any graph, from the dividends of the restricted game.
+
+    The Harsanyi dividend of ``v^G`` on a connected S is
+    ``sum_{C connected, C <= S <= C + N(C)} (-1)^{|S - C|} v0(C)``, and
+    ``phi_i = sum_{S connected, i in S} d(S) / |S|``. Summing over
+    ``S = C + B`` (``B`` any part of the boundary ``N(C)``, ``b = |N(C)|``)
+    gives each connected C two coefficients:
+
+    * ``(|C|-1)! b! / (|C|+b)!`` (the Myerson weight) for ``i`` in C,
+    * ``-|C|! (b-1)! / (|C|+b)!`` for ``i`` on its boundary,
+
+    so the plan needs no components at all: one entry per member and per
+    boundary node of each connected set, and ``v(empty)`` for the centring.
+    """
     try:
-        connected = graph.all_connected_subsets(max_count=limit - 1)
+        members, offsets = graph.all_connected_sets(max_count=limit - 1)
     except ValueError as error:
         raise ValueError(
             f"MyersonValue: {error} The Myerson value needs every connected coalition; "
             "on dense graphs or large grids use a coarser feature_mask (patches, "
             "superpixels) or C-Shapley with a small k."
         ) from None
-    plan = _PlanBuilder(graph.num_nodes)
-    plan.add(0, 0, 0.0)  # the empty coalition, column 0
-    for mask in _bitmasks(connected):
-        members = _bits(mask)
-        weight = myerson_weight(len(members), graph._boundary_of_mask(mask).bit_count())
-        for node in members:
-            parts = graph._components_of_mask(mask & ~(1 << node))
-            plan.add(node, mask, weight)
-            for part in parts:
-                plan.add(node, part, -weight)
-            # v0 = v - v(empty): +1 for U, -1 for each component.
-            plan.add(node, 0, -weight * (1 - len(parts)))
-    return plan.build()
+    n = graph.num_nodes
+    count = offsets.shape[0] - 1
+    size = offsets[1:] - offsets[:-1]
+    which, node = graph.boundaries(members, offsets)
+    boundary = torch.bincount(which, minlength=count)
+    inside = _weights(size, boundary)
+    edge = _weights(size + 1, (boundary - 1).clamp(min=0))
+    member_set = torch.repeat_interleave(torch.arange(count), size)
+    rows = torch.cat([members, node])
+    cols = torch.cat([member_set, which]) + 1  # column 0 is the empty set
+    coeffs = torch.cat([inside[member_set], -edge[which]])
+    # v0 = v - v(empty): each feature's coefficients, negated, on the empty set
+    centring = torch.zeros(n, dtype=torch.float64).index_add_(0, rows, coeffs)
+    linear = SparseLinearMap(
+        torch.cat([rows, torch.arange(n)]),
+        torch.cat([cols, torch.zeros(n, dtype=torch.long)]),
+        torch.cat([coeffs, -centring]),
+        n,
+    )
+    all_offsets = torch.cat([torch.zeros(1, dtype=torch.long), offsets])
+    return Plan(MemberCoalitions(members, all_offsets, n), linear, distinct=True)
 
 
-def _bitmasks(rows: Tensor) -> list[int]:
-    packed = np.packbits(rows.cpu().numpy().astype(np.uint8), axis=1, bitorder="little")
-    return [int.from_bytes(row.tobytes(), "little") for row in packed]
+def _weights(size: Tensor, boundary: Tensor) -> Tensor:
+    """``myerson_weight(size, boundary)`` elementwise, one exact value per distinct pair."""
+    if size.numel() == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    pairs, back = torch.unique(torch.stack([size, boundary], dim=1), dim=0, return_inverse=True)
+    table = [myerson_weight(int(s), int(b)) for s, b in pairs.tolist()]
+    return torch.tensor(table, dtype=torch.float64)[back]

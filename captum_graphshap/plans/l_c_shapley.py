@@ -1,22 +1,109 @@
-"""L-Shapley and C-Shapley plans (Chen et al., ICLR 2019), and the regression variant."""
+"""L-Shapley and C-Shapley plans (Chen et al., ICLR 2019), and the regression variant.
+
+Grids and lines of any size take the stencil builders (:mod:`.stencils`);
+every other graph is enumerated node by node in the ball's local coordinates
+(bit ``p`` = the ``p``-th node of the ball), and the coalitions are kept as
+member ids (:class:`~captum_graphshap.engine.plan.MemberCoalitions`), never as
+``d`` bits each. Coalitions shared by several features are merged by exact
+keys (padded sorted member ids), so each is evaluated once.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
-from ..engine.plan import DenseCoalitions, Plan
-from ..graphs import FeatureGraph, GridGraph
-from ..graphs.feature_graph import _bits, _masks_to_rows
+from ..engine.plan import MemberCoalitions, Plan
+from ..graphs import FeatureGraph, GridGraph, LineGraph
 from . import stencils
-from .exact import _PlanBuilder
 from .limits import MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, myerson_weight, shapley_weights
 
 L_CONTEXTS = ("baseline", "input")
 C_WEIGHTS = ("myerson", "paper")
+
+
+# ------------------------------------------------------------ every subset of each ball
+
+
+@dataclass(frozen=True)
+class BallSubsets:
+    """Every subset of each ball ``N_k(i)``, feature after feature.
+
+    Row ``starts[i] + c`` is the subset of ``i``'s sorted ball selected by the
+    bits of ``c`` (bit ``p`` = ``balls[i, p]``), ``c = 0 .. 2^sizes[i] - 1``;
+    its sorted member ids are ``members[offsets[r]:offsets[r + 1]]``.
+    """
+
+    members: Tensor  # (P,) long
+    offsets: Tensor  # (R + 1,) long
+    feature: Tensor  # (R,) the feature whose ball row r is a subset of
+    code: Tensor  # (R,) the subset's bits over that ball
+    balls: Tensor  # (n, W) sorted ball members, -1 padded
+    sizes: Tensor  # (n,) |N_k(i)|
+    players: Tensor  # (n,) position of i in its ball
+    starts: Tensor  # (n,) first row of each feature
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+
+def ball_subsets(graph: FeatureGraph, k: int) -> BallSubsets:
+    """All ``sum_i 2^|N_k(i)|`` subsets of the balls of ``graph`` (cached per graph).
+
+    Callers refuse oversized plans first (:func:`~.limits.check_neighbourhood_plan_size`).
+    Features with balls of one size are enumerated together by one tensor
+    product, so there is no loop over features or subsets.
+    """
+    return _ball_subsets_cached(graph, k)
+
+
+@functools.lru_cache(maxsize=32)
+def _ball_subsets_cached(graph: FeatureGraph, k: int) -> BallSubsets:
+    balls = graph.balls(k)
+    n = graph.num_nodes
+    sizes = (balls >= 0).sum(dim=1)
+    nodes = torch.arange(n)
+    players = (balls < nodes[:, None]).logical_and(balls >= 0).sum(dim=1)
+    counts = torch.ones(n, dtype=torch.long) << sizes
+    starts = torch.zeros(n, dtype=torch.long)
+    starts[1:] = counts.cumsum(0)[:-1]
+    total = int(counts.sum())
+    lengths = torch.zeros(total, dtype=torch.long)
+    row_feature = torch.repeat_interleave(nodes, counts)
+    row_code = torch.arange(total) - starts[row_feature]
+    pieces_rows, pieces_members = [], []
+    for m in torch.unique(sizes).tolist():
+        features = (sizes == m).nonzero()[:, 0]
+        codes = torch.arange(1 << m)
+        bits = ((codes[:, None] >> torch.arange(m)) & 1).bool()  # (2^m, m)
+        lengths_m = bits.sum(dim=1)
+        rows = starts[features][:, None] + codes[None, :]  # (F, 2^m)
+        lengths[rows.reshape(-1)] = lengths_m.repeat(features.numel())
+        which, code, position = bits.expand(features.numel(), -1, -1).nonzero(as_tuple=True)
+        pieces_rows.append(rows[which, code])
+        pieces_members.append(balls[features[which], position])
+    offsets = torch.zeros(total + 1, dtype=torch.long)
+    offsets[1:] = lengths.cumsum(0)
+    members = torch.empty(int(offsets[-1]), dtype=torch.long)
+    if pieces_rows:
+        row = torch.cat(pieces_rows)
+        member = torch.cat(pieces_members)
+        # pieces are row-major within each size group; place them by row
+        order = torch.sort(row, stable=True).indices
+        members = member[order]
+    return BallSubsets(members, offsets, row_feature, row_code, balls, sizes, players, starts)
+
+
+# ------------------------------------------------------------ L-Shapley
 
 
 def l_shapley_plan(
@@ -66,19 +153,35 @@ def _grid_plan(
 
 @functools.lru_cache(maxsize=64)
 def _l_shapley_plan_cached(graph: FeatureGraph, k: int, context: str) -> Plan:
+    subsets = ball_subsets(graph, k)
     n = graph.num_nodes
-    full = (1 << n) - 1
-    plan = _PlanBuilder(n)
-    for i in range(n):
-        ball = graph._ball_mask(i, k)
-        outside = full & ~ball if context == "input" else 0
-        others = [node for node in _bits(ball) if node != i]
-        m = len(others) + 1
-        weights = shapley_weights(m)
-        for subset in range(1 << len(others)):
-            members = sum(1 << others[b] for b in range(len(others)) if subset >> b & 1)
-            plan.marginal(i, members | (1 << i) | outside, weights[subset.bit_count()])
-    return plan.build()
+    player_bit = torch.ones(n, dtype=torch.long) << subsets.players
+    feature, code = subsets.feature, subsets.code
+    with_i = (code & player_bit[feature]) != 0
+    size = subsets.lengths  # |T| for the rows with i
+    m = subsets.sizes[feature]
+    table = _shapley_weight_table(int(subsets.sizes.max()) if n else 1)
+    rows_with = with_i.nonzero()[:, 0]
+    owner = feature[rows_with]
+    weight = table[m[rows_with], size[rows_with] - 1]
+    # T - i is the row of the same feature with the player's bit cleared
+    rows_without = rows_with - player_bit[feature[rows_with]]
+    if context == "input":
+        # D - (N_k(i) - T): the complement of the ball's absent members,
+        # which is the subset with every other bit of the ball
+        full = (torch.ones(n, dtype=torch.long) << subsets.sizes) - 1
+        flip = full[feature] - 2 * code  # row offset of the complementary code
+        complement_row = torch.arange(len(subsets)) + flip
+        rows_with, rows_without = complement_row[rows_with], complement_row[rows_without]
+    used = torch.cat([rows_with, rows_without])
+    coalitions, column = _distinct_rows(
+        subsets.members, subsets.offsets, used, n, complement=context == "input"
+    )
+    estimator = SparseLinearMap(torch.cat([owner, owner]), column, torch.cat([weight, -weight]), n)
+    return Plan(coalitions, estimator, distinct=True)
+
+
+# ------------------------------------------------------------ C-Shapley
 
 
 def c_shapley_plan(
@@ -110,29 +213,54 @@ def _c_shapley_plan_cached(
     graph: FeatureGraph, k: int, context: str, weights: str, limit: int
 ) -> Plan:
     n = graph.num_nodes
-    full = (1 << n) - 1
-    plan = _PlanBuilder(n)
-    pairs = 0  # (feature, set) pairs; each costs two coalitions before deduplication
-    for i in range(n):
-        ball = graph._ball_mask(i, k)
-        outside = full & ~ball if context == "input" else 0
-        try:
-            sets = graph._connected_masks(i, ball, max_count=limit // 2 - pairs)
-        except ValueError:
-            raise ValueError(
-                f"CShapley with k={k} would evaluate more than {limit:,} coalitions per "
-                f"example (2^{limit.bit_length() - 1}); use a smaller k or group elements "
-                "into fewer features (patches, superpixels) with feature_mask."
-            ) from None
-        pairs += len(sets)
-        for mask in sets:
-            size = mask.bit_count()
-            if weights == "myerson":
-                weight = myerson_weight(size, graph._boundary_of_mask(mask).bit_count())
-            else:
-                weight = 2.0 / ((size + 2) * (size + 1) * size)
-            plan.marginal(i, mask | outside, weight)
-    return plan.build()
+    balls = graph.balls(k)
+    try:
+        # (feature, set) pairs; each costs two coalitions before deduplication
+        feature, members, offsets = graph.connected_sets(
+            torch.arange(n), balls, max_count=limit // 2
+        )
+    except ValueError:
+        raise ValueError(
+            f"CShapley with k={k} would evaluate more than {limit:,} coalitions per "
+            f"example (2^{limit.bit_length() - 1}); use a smaller k or group elements "
+            "into fewer features (patches, superpixels) with feature_mask."
+        ) from None
+    count = offsets.shape[0] - 1
+    size = offsets[1:] - offsets[:-1]
+    if weights == "myerson":
+        boundary = graph.boundary_sizes(members, offsets)
+        weight = _myerson_weights(size, boundary)
+    else:
+        weight = 2.0 / ((size + 2) * (size + 1) * size).double()
+    row = torch.repeat_interleave(torch.arange(count), size)
+    if context == "input":
+        # list the ball's absent members: N_k(i) - U, and N_k(i) - U + {i}
+        ball = balls[feature]  # (C, W)
+        ball_row = torch.arange(count)[:, None].expand_as(ball)
+        present = ball >= 0
+        in_set = torch.isin(ball_row * n + ball, row * n + members) & present
+        absent = present & ~in_set
+        absent_i = absent | (ball == feature[:, None])
+        with_members, with_offsets = _csr_of_padded(ball, absent)
+        without_members, without_offsets = _csr_of_padded(ball, absent_i)
+    else:
+        keep = members != feature[row]
+        with_members, with_offsets = members, offsets
+        without_members = members[keep]
+        without_offsets = torch.zeros_like(offsets)
+        without_offsets[1:] = torch.bincount(row[keep], minlength=count).cumsum(0)
+    all_members = torch.cat([with_members, without_members])
+    all_offsets = torch.cat([with_offsets, without_offsets[1:] + with_offsets[-1]])
+    coalitions, column = _distinct_rows(
+        all_members, all_offsets, None, n, complement=context == "input"
+    )
+    estimator = SparseLinearMap(
+        torch.cat([feature, feature]), column, torch.cat([weight, -weight]), n
+    )
+    return Plan(coalitions, estimator, distinct=True)
+
+
+# ------------------------------------------------------------ regression variant
 
 
 def c_shapley_regression_plan(graph: FeatureGraph, k: int, limit: int = MAX_COALITIONS) -> Plan:
@@ -144,7 +272,7 @@ def c_shapley_regression_plan(graph: FeatureGraph, k: int, limit: int = MAX_COAL
     patches in the paper), connected sets of at most ``k`` nodes elsewhere;
     efficiency ``sum phi = v(D) - v(empty)`` is enforced exactly. The
     solution is linear in the values, so it is precomputed as a ``d x M``
-    map and cached.
+    map and cached. It solves a ``d x d`` system: for modest ``d`` only.
     """
     if k < 1:
         raise ValueError(f"the regression variant needs k >= 1, got k={k}.")
@@ -157,17 +285,23 @@ def _regression_plan_cached(
     graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit: int
 ) -> Plan:
     n = graph.num_nodes
-    full = (1 << n) - 1
-    family = _small_sets(graph, k, grid, limit)
-    family = [mask for mask in dict.fromkeys(family) if 0 < mask.bit_count() < n]
-    rows = torch.from_numpy(_masks_to_rows(family, n).copy()).to(torch.float64)
-    sizes = rows.sum(dim=1)
+    members, offsets = _small_sets(graph, k, grid, limit)
+    size = offsets[1:] - offsets[:-1]
+    # distinct sets, neither empty nor everything
+    keep = (size > 0) & (size < n)
+    members, offsets = _take_rows(members, offsets, keep.nonzero()[:, 0])
+    distinct, _ = _distinct_rows(members, offsets, None, n, complement=False)
+    members, offsets = distinct.members, distinct.offsets
+    count = offsets.shape[0] - 1
+    sizes = (offsets[1:] - offsets[:-1]).to(torch.float64)
+    rows = torch.zeros(count, n, dtype=torch.float64)
+    rows[torch.repeat_interleave(torch.arange(count), offsets[1:] - offsets[:-1]), members] = 1.0
     # KernelSHAP weight (n-1) / (C(n,s) s (n-s)), in logs and rescaled: only
     # ratios matter and C(n, s) overflows for large n.
     log_w = (
         math.log(max(n - 1, 1))
         - (
-            torch.lgamma(torch.tensor(n + 1.0))
+            torch.lgamma(torch.tensor(n + 1.0, dtype=torch.float64))
             - torch.lgamma(sizes + 1)
             - torch.lgamma(n - sizes + 1)
         )
@@ -186,34 +320,127 @@ def _regression_plan_cached(
     coeffs = torch.cat(
         [(-p_matrix.sum(dim=1) - q_vector)[:, None], p_matrix, q_vector[:, None]], dim=1
     )  # columns: empty, family..., full
-    masks = [0, *family, full]
-    coalitions = torch.from_numpy(_masks_to_rows(masks, n).copy())
-    feature, column = torch.meshgrid(torch.arange(n), torch.arange(len(masks)), indexing="ij")
+    # the empty set (no members), the family, and the full set (the complement of none)
+    all_offsets = torch.cat([torch.zeros(1, dtype=torch.long), offsets, offsets[-1:]])
+    flags = torch.zeros(count + 2, dtype=torch.bool)
+    flags[-1] = True
+    coalitions = MemberCoalitions(members, all_offsets, n, flags)
+    feature, column = torch.meshgrid(torch.arange(n), torch.arange(count + 2), indexing="ij")
     linear = SparseLinearMap(feature.reshape(-1), column.reshape(-1), coeffs.reshape(-1), n)
-    return Plan(DenseCoalitions(coalitions), linear, distinct=True)
+    return Plan(coalitions, linear, distinct=True)
 
 
-def _small_sets(graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit: int) -> list[int]:
+def _small_sets(
+    graph: FeatureGraph, k: int, grid: tuple[int, int] | None, limit: int
+) -> tuple[Tensor, Tensor]:
+    """CSR member ids of the regression family (may repeat; empty/full kept)."""
     if grid is not None:
         height, width = grid
-        squares = []
+        pieces = []
         for side in range(1, k + 1):
-            block = sum(1 << (r * width + c) for r in range(side) for c in range(side))
-            for top in range(height - side + 1):
-                for left in range(width - side + 1):
-                    squares.append(block << (top * width + left))
-        return squares
-    sets: list[int] = []
+            if side > height or side > width:
+                continue
+            block = (torch.arange(side)[:, None] * width + torch.arange(side)[None, :]).reshape(-1)
+            tops = torch.arange(height - side + 1)[:, None] * width
+            anchor = (tops + torch.arange(width - side + 1)[None, :]).reshape(-1)
+            pieces.append(torch.sort(anchor[:, None] + block[None, :], dim=1).values)
+        return _csr_of_pieces(pieces)
+    if isinstance(graph, LineGraph):
+        n = graph.num_nodes
+        pieces = []
+        for size in range(1, min(k, n) + 1):
+            starts = torch.arange(n - size + 1)
+            pieces.append(starts[:, None] + torch.arange(size)[None, :])
+        return _csr_of_pieces(pieces)
     n = graph.num_nodes
-    for root in range(n):
-        # Sets whose smallest node is root lie within k - 1 hops of it.
-        allowed = graph._ball_mask(root, k - 1) & ~((1 << root) - 1)
-        try:
-            found = graph._connected_masks(root, allowed, max_count=limit - len(sets))
-        except ValueError:
-            raise ValueError(
-                f"CShapley(method='regression') with k={k} would fit more than {limit:,} "
-                "coalitions; use a smaller k."
-            ) from None
-        sets.extend(mask for mask in found if mask.bit_count() <= k)
-    return sets
+    # Sets whose smallest node is root lie within k - 1 hops of it.
+    allowed = graph.balls(k - 1).clone()
+    allowed[allowed < torch.arange(n)[:, None]] = -1
+    try:
+        _, members, offsets = graph.connected_sets(
+            torch.arange(n), allowed, max_size=k, max_count=limit
+        )
+    except ValueError:
+        raise ValueError(
+            f"CShapley(method='regression') with k={k} would fit more than {limit:,} "
+            "coalitions; use a smaller k."
+        ) from None
+    return members, offsets
+
+
+# ------------------------------------------------------------ helpers
+
+
+def _csr_of_pieces(pieces: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """CSR of several ``(M_j, w_j)`` full matrices of member ids."""
+    members = torch.cat([p.reshape(-1) for p in pieces]) if pieces else torch.zeros(0).long()
+    lengths = (
+        torch.cat([torch.full((p.shape[0],), p.shape[1], dtype=torch.long) for p in pieces])
+        if pieces
+        else torch.zeros(0, dtype=torch.long)
+    )
+    offsets = torch.zeros(lengths.shape[0] + 1, dtype=torch.long)
+    offsets[1:] = lengths.cumsum(0)
+    return members, offsets
+
+
+def _csr_of_padded(ids: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+    """CSR of the entries ``ids[keep]`` row by row."""
+    offsets = torch.zeros(ids.shape[0] + 1, dtype=torch.long)
+    offsets[1:] = keep.sum(dim=1).cumsum(0)
+    return ids[keep], offsets
+
+
+def _take_rows(members: Tensor, offsets: Tensor, index: Tensor) -> tuple[Tensor, Tensor]:
+    """The CSR rows ``index``, in that order."""
+    starts = offsets[index]
+    lengths = offsets[index + 1] - starts
+    new_offsets = torch.zeros(index.shape[0] + 1, dtype=torch.long)
+    new_offsets[1:] = lengths.cumsum(0)
+    row = torch.repeat_interleave(torch.arange(index.shape[0]), lengths)
+    position = starts[row] + torch.arange(row.shape[0]) - new_offsets[row]
+    return members[position], new_offsets
+
+
+def _distinct_rows(
+    members: Tensor, offsets: Tensor, index: Tensor | None, n: int, complement: bool
+) -> tuple[MemberCoalitions, Tensor]:
+    """The distinct CSR rows (``index``, or all) and the column of each input row.
+
+    Rows must list sorted ids. Keys are the rows padded to the longest one
+    (``n`` after the last member), so equal sets get equal keys exactly;
+    ``torch.unique(dim=0)`` merges them.
+    """
+    if index is not None:
+        members, offsets = _take_rows(members, offsets, index)
+    count = offsets.shape[0] - 1
+    lengths = offsets[1:] - offsets[:-1]
+    width = max(int(lengths.max()) if count else 0, 1)
+    dtype = torch.int16 if n < 2**15 else torch.int32 if n < 2**31 else torch.long
+    padded = torch.full((count, width), n, dtype=dtype)
+    row = torch.repeat_interleave(torch.arange(count), lengths)
+    padded[row, torch.arange(row.shape[0]) - offsets[row]] = members.to(dtype)
+    unique, inverse = torch.unique(padded, dim=0, return_inverse=True)
+    unique = unique.long()
+    unique[unique == n] = -1
+    flags = torch.ones(unique.shape[0], dtype=torch.bool) if complement else None
+    return MemberCoalitions.from_padded(unique, n, flags), inverse
+
+
+def _myerson_weights(size: Tensor, boundary: Tensor) -> Tensor:
+    """``myerson_weight(size, boundary)`` elementwise, from a table of the pairs that occur."""
+    if size.numel() == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    pairs, back = torch.unique(torch.stack([size, boundary], dim=1), dim=0, return_inverse=True)
+    table = torch.tensor(
+        [myerson_weight(int(s), int(b)) for s, b in pairs.tolist()], dtype=torch.float64
+    )
+    return table[back]
+
+
+def _shapley_weight_table(largest: int) -> Tensor:
+    """``table[m, s]`` = the Shapley weight of a size-s coalition in an m-player game."""
+    table = torch.zeros(largest + 1, max(largest, 1), dtype=torch.float64)
+    for m in range(1, largest + 1):
+        table[m, :m] = torch.tensor(shapley_weights(m), dtype=torch.float64)
+    return table

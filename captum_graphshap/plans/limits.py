@@ -25,7 +25,7 @@ def check_neighbourhood_plan_size(graph: FeatureGraph, k: int, limit: int, metho
     The count is ``sum_i 2^|N_k(i)|`` before deduplication, known before any
     enumeration (L-Shapley, local residuals, graph-local bivariate).
     """
-    sizes = [len(graph.neighbourhood(i, k)) for i in range(graph.num_nodes)]
+    sizes = (graph.balls(k) >= 0).sum(dim=1).tolist()
     check_plan_size(
         sum(2**m for m in sizes),
         limit,
