@@ -535,13 +535,17 @@ class FeatureGraph:
             chunk = members[lo:hi]
             row = torch.repeat_interleave(torch.arange(start, stop), lengths[start:stop])
             reach = table[chunk]  # (P, D)
-            keep = reach >= 0
-            keys = (row[:, None] * n + reach)[keep]
-            inside = row * n + chunk
-            keys = torch.unique(keys)
-            keys = keys[~torch.isin(keys, inside)]
-            set_out.append(keys // n)
-            node_out.append(keys % n)
+            # keys set * n + node, doubled: the members' odd, their
+            # neighbours' even, so after sorting a key is a boundary node
+            # exactly when its run has no odd entry (odd sorts last)
+            keys = (row[:, None] * n + reach)[reach >= 0].numpy() * 2
+            inside = (row * n + chunk).numpy() * 2 + 1
+            ordered = np.sort(np.concatenate([keys, inside]))
+            last = np.ones(ordered.shape[0], dtype=bool)
+            last[:-1] = (ordered[1:] >> 1) != (ordered[:-1] >> 1)
+            found = torch.from_numpy(ordered[last & (ordered % 2 == 0)] >> 1)
+            set_out.append(found // n)
+            node_out.append(found % n)
             start = stop
         if not set_out:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)

@@ -14,6 +14,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -77,29 +78,27 @@ def _ball_subsets_cached(graph: FeatureGraph, k: int) -> BallSubsets:
     starts = torch.zeros(n, dtype=torch.long)
     starts[1:] = counts.cumsum(0)[:-1]
     total = int(counts.sum())
-    lengths = torch.zeros(total, dtype=torch.long)
     row_feature = torch.repeat_interleave(nodes, counts)
     row_code = torch.arange(total) - starts[row_feature]
-    pieces_rows, pieces_members = [], []
+    groups = []
+    lengths = torch.zeros(total, dtype=torch.long)
     for m in torch.unique(sizes).tolist():
         features = (sizes == m).nonzero()[:, 0]
         codes = torch.arange(1 << m)
         bits = ((codes[:, None] >> torch.arange(m)) & 1).bool()  # (2^m, m)
-        lengths_m = bits.sum(dim=1)
         rows = starts[features][:, None] + codes[None, :]  # (F, 2^m)
-        lengths[rows.reshape(-1)] = lengths_m.repeat(features.numel())
-        which, code, position = bits.expand(features.numel(), -1, -1).nonzero(as_tuple=True)
-        pieces_rows.append(rows[which, code])
-        pieces_members.append(balls[features[which], position])
+        lengths[rows] = bits.sum(dim=1)
+        groups.append((features, bits, rows))
     offsets = torch.zeros(total + 1, dtype=torch.long)
     offsets[1:] = lengths.cumsum(0)
     members = torch.empty(int(offsets[-1]), dtype=torch.long)
-    if pieces_rows:
-        row = torch.cat(pieces_rows)
-        member = torch.cat(pieces_members)
-        # pieces are row-major within each size group; place them by row
-        order = torch.sort(row, stable=True).indices
-        members = member[order]
+    for features, bits, rows in groups:
+        # member p of subset c goes after the members of c below p
+        rank = bits.cumsum(dim=1) - 1  # (2^m, m)
+        position = offsets[rows][:, :, None] + rank[None]  # (F, 2^m, m)
+        chosen = bits.expand(features.numel(), -1, -1)
+        ids = balls[features, : bits.shape[1]][:, None, :].expand_as(position)
+        members[position[chosen]] = ids[chosen]
     return BallSubsets(members, offsets, row_feature, row_code, balls, sizes, players, starts)
 
 
@@ -173,10 +172,12 @@ def _l_shapley_plan_cached(graph: FeatureGraph, k: int, context: str) -> Plan:
         flip = full[feature] - 2 * code  # row offset of the complementary code
         complement_row = torch.arange(len(subsets)) + flip
         rows_with, rows_without = complement_row[rows_with], complement_row[rows_without]
-    used = torch.cat([rows_with, rows_without])
-    coalitions, column = _distinct_rows(
-        subsets.members, subsets.offsets, used, n, complement=context == "input"
+    # every subset of every ball is used (with or without the player), so
+    # all rows are deduplicated at once and the marginals index the result
+    coalitions, inverse = _distinct_rows(
+        subsets.members, subsets.offsets, None, n, complement=context == "input"
     )
+    column = inverse[torch.cat([rows_with, rows_without])]
     estimator = SparseLinearMap(torch.cat([owner, owner]), column, torch.cat([weight, -weight]), n)
     return Plan(coalitions, estimator, distinct=True)
 
@@ -408,23 +409,40 @@ def _distinct_rows(
     """The distinct CSR rows (``index``, or all) and the column of each input row.
 
     Rows must list sorted ids. Keys are the rows padded to the longest one
-    (``n`` after the last member), so equal sets get equal keys exactly;
-    ``torch.unique(dim=0)`` merges them.
+    (``n`` after the last member), so equal sets get equal keys exactly:
+    one int64 code per row when ``width * bits(n)`` fits in 63 bits, else
+    the padded rows sorted lexicographically.
     """
     if index is not None:
         members, offsets = _take_rows(members, offsets, index)
     count = offsets.shape[0] - 1
     lengths = offsets[1:] - offsets[:-1]
     width = max(int(lengths.max()) if count else 0, 1)
-    dtype = torch.int16 if n < 2**15 else torch.int32 if n < 2**31 else torch.long
-    padded = torch.full((count, width), n, dtype=dtype)
+    padded = torch.full((count, width), n, dtype=torch.long)
     row = torch.repeat_interleave(torch.arange(count), lengths)
-    padded[row, torch.arange(row.shape[0]) - offsets[row]] = members.to(dtype)
-    unique, inverse = torch.unique(padded, dim=0, return_inverse=True)
-    unique = unique.long()
+    padded[row, torch.arange(row.shape[0]) - offsets[row]] = members
+    rows = padded.numpy()
+    bits = max(n, 1).bit_length()
+    if width * bits <= 63:
+        code = np.zeros(count, dtype=np.int64)
+        for j in range(width):
+            code = (code << bits) | rows[:, j]
+        order = np.argsort(code, kind="stable")
+        ordered = code[order]
+        new = np.ones(count, dtype=bool)
+        new[1:] = ordered[1:] != ordered[:-1]
+    else:
+        order = np.lexsort(rows.T[::-1])
+        ordered_rows = rows[order]
+        new = np.ones(count, dtype=bool)
+        new[1:] = (ordered_rows[1:] != ordered_rows[:-1]).any(axis=1)
+    group = np.cumsum(new) - 1
+    inverse = np.empty(count, dtype=np.int64)
+    inverse[order] = group
+    unique = torch.from_numpy(rows[order[new]].copy())
     unique[unique == n] = -1
     flags = torch.ones(unique.shape[0], dtype=torch.bool) if complement else None
-    return MemberCoalitions.from_padded(unique, n, flags), inverse
+    return MemberCoalitions.from_padded(unique, n, flags), torch.from_numpy(inverse)
 
 
 def _myerson_weights(size: Tensor, boundary: Tensor) -> Tensor:
