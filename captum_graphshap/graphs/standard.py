@@ -31,10 +31,9 @@ __all__ = [
 class LineGraph(FeatureGraph):
     """The path ``0 - 1 - ... - (n-1)``: features of a sequence.
 
-    Parameters
-    ----------
-    n:
-        Number of nodes, an int ``>= 1``.
+    Args:
+        n:
+            Number of nodes, an int ``>= 1``.
 
     Example:
         >>> from captum_graphshap import LineGraph
@@ -54,10 +53,9 @@ class LineGraph(FeatureGraph):
 class GridGraph(FeatureGraph):
     """A ``height x width`` grid with 4-neighbour edges; node ``row * width + col``.
 
-    Parameters
-    ----------
-    height, width:
-        Grid size, ints ``>= 1``.
+    Args:
+        height, width:
+            Grid size, ints ``>= 1``.
 
     Example:
         >>> from captum_graphshap import GridGraph
@@ -83,18 +81,16 @@ class GridGraph(FeatureGraph):
     ) -> tuple[GridGraph, Tensor]:
         """Grid of the ``patch_size`` patches of a ``height x width`` image.
 
-        Parameters
-        ----------
-        height, width:
-            Image size in pixels.
-        patch_size:
-            Patch side, an int or ``(patch_height, patch_width)``. Patches in
-            the last row/column are smaller when it does not divide the image.
+        Args:
+            height, width:
+                Image size in pixels.
+            patch_size:
+                Patch side, an int or ``(patch_height, patch_width)``. Patches in
+                the last row/column are smaller when it does not divide the image.
 
-        Returns
-        -------
-        ``(graph, feature_mask)``: the ``GridGraph`` of the patches and a long
-        ``(height, width)`` tensor holding each pixel's patch id.
+        Returns:
+            ``(graph, feature_mask)``: the ``GridGraph`` of the patches and a long
+            ``(height, width)`` tensor holding each pixel's patch id.
         """
         height = _check_count(height, "height", minimum=1)
         width = _check_count(width, "width", minimum=1)
@@ -124,11 +120,10 @@ class SuperpixelGraph(FeatureGraph):
     Two superpixels are adjacent when two 4-neighbour pixels carry their
     labels.
 
-    Attributes
-    ----------
-    feature_mask:
-        Long ``(H, W)`` tensor, the label map relabelled to ``0..n-1`` in the
-        sorted order of the original labels: pass it as ``feature_mask``.
+    Attributes:
+        feature_mask:
+            Long ``(H, W)`` tensor, the label map relabelled to ``0..n-1`` in the
+            sorted order of the original labels: pass it as ``feature_mask``.
 
     Example:
         >>> from captum_graphshap import SuperpixelGraph
@@ -166,11 +161,10 @@ class SuperpixelGraph(FeatureGraph):
     ) -> SuperpixelGraph:
         """Region adjacency graph of an integer ``(H, W)`` label map.
 
-        Parameters
-        ----------
-        labels:
-            Segment ids per pixel (e.g. from ``skimage.segmentation.slic``),
-            any integers; they are relabelled to ``0..n-1`` in sorted order.
+        Args:
+            labels:
+                Segment ids per pixel (e.g. from ``skimage.segmentation.slic``),
+                any integers; they are relabelled to ``0..n-1`` in sorted order.
         """
         return cls(labels)
 
@@ -185,13 +179,12 @@ class SuperpixelGraph(FeatureGraph):
     ) -> SuperpixelGraph:
         """Superpixels of ``image`` with scikit-image's SLIC, as a graph.
 
-        Parameters
-        ----------
-        image:
-            numpy ``(H, W, C)`` or ``(H, W)``, or torch ``(C, H, W)`` (C in
-            1, 3, 4) or ``(H, W)``.
-        n_segments, compactness, start_label, **slic_kwargs:
-            Passed to ``skimage.segmentation.slic``.
+        Args:
+            image:
+                numpy ``(H, W, C)`` or ``(H, W)``, or torch ``(C, H, W)`` (C in
+                1, 3, 4) or ``(H, W)``.
+            n_segments, compactness, start_label, **slic_kwargs:
+                Passed to ``skimage.segmentation.slic``.
         """
         try:
             from skimage.segmentation import slic
@@ -247,11 +240,10 @@ def graph_from_feature_mask(mask: Tensor | np.ndarray) -> FeatureGraph:
     patch mask a patch grid. Nodes are ``0..max id``; ids that occur nowhere
     are isolated nodes.
 
-    Parameters
-    ----------
-    mask:
-        Integer ids of shape ``(L,)`` or ``(H, W)``, optionally with leading
-        singleton dimensions (``(1, L)``, ``(1, 1, H, W)``).
+    Args:
+        mask:
+            Integer ids of shape ``(L,)`` or ``(H, W)``, optionally with leading
+            singleton dimensions (``(1, L)``, ``(1, 1, H, W)``).
     """
     array = _as_numpy(mask, "mask")
     while array.ndim > 2 and array.shape[0] == 1:
@@ -300,17 +292,16 @@ def default_feature_mask(input_shape: Sequence[int]) -> Tensor:
 def infer_graph(input_shape: Sequence[int], feature_mask: Tensor | None = None) -> FeatureGraph:
     """Default graph of an input: a line for sequences, a pixel grid for images.
 
-    Parameters
-    ----------
-    input_shape:
-        ``(N, L)`` gives ``LineGraph(L)``; ``(N, H, W)`` and ``(N, C, H, W)``
-        give ``GridGraph(H, W)`` (channels grouped).
-    feature_mask:
-        Optional mask broadcastable to ``(1, *input_shape[1:])``, shared by
-        the batch. The graph is then the adjacency of its regions
-        (:func:`graph_from_feature_mask`) over the last dimension for
-        sequences and the last two for images; for ``(N, C, H, W)`` the mask
-        must be the same for every channel.
+    Args:
+        input_shape:
+            ``(N, L)`` gives ``LineGraph(L)``; ``(N, H, W)`` and ``(N, C, H, W)``
+            give ``GridGraph(H, W)`` (channels grouped).
+        feature_mask:
+            Optional mask broadcastable to ``(1, *input_shape[1:])``, shared by
+            the batch. The graph is then the adjacency of its regions
+            (:func:`graph_from_feature_mask`) over the last dimension for
+            sequences and the last two for images; for ``(N, C, H, W)`` the mask
+            must be the same for every channel.
     """
     shape = _input_rank(input_shape)
     if feature_mask is None:

@@ -70,18 +70,16 @@ def min_kernel_samples(d: int) -> int:
 def bivariate_from_all_coalitions(values: Tensor) -> tuple[Tensor, Tensor]:
     """Exact bivariate and univariate Shapley values from all ``2^d`` coalitions.
 
-    Parameters
-    ----------
-    values:
-        ``(N, 2^d)``; column ``m`` is the value of the coalition whose members
-        are the set bits of ``m`` (:func:`~.coalitions.all_coalitions`).
+    Args:
+        values:
+            ``(N, 2^d)``; column ``m`` is the value of the coalition whose members
+            are the set bits of ``m`` (:func:`~.coalitions.all_coalitions`).
 
-    Returns
-    -------
-    ``(N, d, d)`` bivariate values and ``(N, d)`` Shapley values. Per feature
-    ``i`` the gains ``w(|S|) (v(S + i) - v(S))`` over the ``2^(d-1)`` sets
-    without ``i`` are one matrix product with their membership matrix:
-    ``O(d^2 2^d)`` time, ``O(2^d)`` extra memory per example.
+    Returns:
+        ``(N, d, d)`` bivariate values and ``(N, d)`` Shapley values. Per feature
+        ``i`` the gains ``w(|S|) (v(S + i) - v(S))`` over the ``2^(d-1)`` sets
+        without ``i`` are one matrix product with their membership matrix:
+        ``O(d^2 2^d)`` time, ``O(2^d)`` extra memory per example.
     """
     batch, count = values.shape
     d = count.bit_length() - 1
@@ -116,15 +114,14 @@ def permutation_plan(
 ) -> tuple[Tensor, Tensor]:
     """Uniform random permutations and the prefixes they visit.
 
-    Returns
-    -------
-    rank:
-        ``(P, d)`` long: ``rank[p, f]`` is the position of feature ``f`` in
-        permutation ``p``.
-    coalitions:
-        ``(2 + P (d - 1), d)`` bool: the empty set, the full set, then the
-        ``d - 1`` proper non-empty prefixes of each permutation in order. Rows
-        repeat across permutations; the engine evaluates each once.
+    Returns:
+        rank:
+            ``(P, d)`` long: ``rank[p, f]`` is the position of feature ``f`` in
+            permutation ``p``.
+        coalitions:
+            ``(2 + P (d - 1), d)`` bool: the empty set, the full set, then the
+            ``d - 1`` proper non-empty prefixes of each permutation in order. Rows
+            repeat across permutations; the engine evaluates each once.
     """
     rank = permutation_ranks(1, d, n_permutations, False, generator, device)[0]
     steps = torch.arange(1, d, device=device)
@@ -145,12 +142,11 @@ def bivariate_from_permutations(values: Tensor, rank: Tensor) -> tuple[Tensor, T
     ``E2[i, j] = mean_p 1[j before i in p] Delta_i(p)`` (unbiased) and the
     Shapley value ``phi_i = mean_p Delta_i(p)`` comes from the same rows.
 
-    Parameters
-    ----------
-    values:
-        ``(N, 2 + P (d - 1))`` values in the row order of the plan.
-    rank:
-        ``(P, d)`` positions returned by the plan.
+    Args:
+        values:
+            ``(N, 2 + P (d - 1))`` values in the row order of the plan.
+        rank:
+            ``(P, d)`` positions returned by the plan.
     """
     batch = values.shape[0]
     n_perm, d = rank.shape
@@ -212,18 +208,16 @@ def bivariate_from_kernel(
     ``E2 = K (Z^T diag(y) Z) + q t`` — one ``d x d`` product per example on
     top of the ``d x M`` one a univariate fit needs.
 
-    Parameters
-    ----------
-    coalitions:
-        ``(M, d)`` bool, interior sampled coalitions (repeats count twice).
-    values:
-        ``(N, M)`` their values.
-    empty, full:
-        ``(N,)`` values of the empty and the full coalition.
+    Args:
+        coalitions:
+            ``(M, d)`` bool, interior sampled coalitions (repeats count twice).
+        values:
+            ``(N, M)`` their values.
+        empty, full:
+            ``(N,)`` values of the empty and the full coalition.
 
-    Returns
-    -------
-    ``(N, d, d)`` bivariate values and ``(N, d)`` KernelSHAP values.
+    Returns:
+        ``(N, d, d)`` bivariate values and ``(N, d)`` KernelSHAP values.
     """
     d = coalitions.shape[1]
     design = coalitions.to(values.dtype)
@@ -302,12 +296,11 @@ def local_plan(
     matrix. The univariate output is L-Shapley (Chen et al. Eq. 5) from the
     same rows.
 
-    Returns
-    -------
-    The coalitions ``(M, d)`` and two linear maps of their values: to the
-    flattened ``(d * d)`` matrix (entry ``i * d + j``) and to the ``d``
-    L-Shapley values. Refuses ``sum_i 2^|N_k(i)|`` above ``limit`` with the
-    count, before enumerating.
+    Returns:
+        The coalitions ``(M, d)`` and two linear maps of their values: to the
+        flattened ``(d * d)`` matrix (entry ``i * d + j``) and to the ``d``
+        L-Shapley values. Refuses ``sum_i 2^|N_k(i)|`` above ``limit`` with the
+        count, before enumerating.
     """
     check_neighbourhood_plan_size(graph, k, limit, f"BivariateShapley with graph and k={k}")
     return _local_plan_cached(graph, k)

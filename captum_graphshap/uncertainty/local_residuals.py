@@ -107,16 +107,14 @@ def local_residual_norms(values: Tensor, plan: NeighbourhoodGames) -> Tensor:
 def player_residual(values: Tensor, player: int) -> tuple[Tensor, Tensor]:
     """One player's residual edges and inessential game in a batch of games.
 
-    Parameters
-    ----------
-    values:
-        ``(R, 2^m)`` values of games on m players.
+    Args:
+        values:
+            ``(R, 2^m)`` values of games on m players.
 
-    Returns
-    -------
-    ``(edges, game)``: ``(R, m, 2^(m-1))`` residual on every edge (layout of
-    :func:`~.residuals.hypercube_edges`) and ``(R, 2^m)`` the inessential game
-    of ``player`` (zero at the empty coalition).
+    Returns:
+        ``(edges, game)``: ``(R, m, 2^(m-1))`` residual on every edge (layout of
+        :func:`~.residuals.hypercube_edges`) and ``(R, 2^m)`` the inessential game
+        of ``player`` (zero at the empty coalition).
     """
     count = values.shape[-1]
     m = count.bit_length() - 1
