@@ -526,11 +526,12 @@ class CoalitionGame:
         per_reference: bool,
     ) -> None:
         """Refuse non-finite model outputs, naming the coalitions and examples (one sync)."""
-        bad = ~torch.isfinite(totals)
+        finite = torch.isfinite(totals)
+        if bool(finite.all()):  # the usual case: one reduction, one sync
+            return
+        bad = ~finite
         if self.outputs > 1:
             bad = bad.any(dim=-1)
-        if not bool(bad.any()):
-            return
         if example_index is None:
             slots, examples = bad.nonzero(as_tuple=True)
         else:
