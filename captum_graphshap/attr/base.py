@@ -42,6 +42,7 @@ from ..engine.coalition_game import (
     prepare_game,
 )
 from ..engine.plan import Plan
+from ._options import check_flag
 from .docs import attribute_doc
 
 Attributions = Tensor | tuple[Tensor, ...]
@@ -64,10 +65,8 @@ class Options:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            if field.name.startswith("return_") and not isinstance(getattr(self, field.name), bool):
-                raise TypeError(
-                    f"{field.name} must be True or False, got {getattr(self, field.name)!r}."
-                )
+            if field.name.startswith("return_") or field.name == "reuse_buffers":
+                check_flag(getattr(self, field.name), field.name)
 
 
 @dataclasses.dataclass
@@ -211,8 +210,7 @@ class GameAttribution(PerturbationAttribution):
         input_shape: bool = True,
     ) -> Any:
         checked = self._options(options)
-        if not isinstance(show_progress, bool):
-            raise TypeError(f"show_progress must be True or False, got {show_progress!r}.")
+        check_flag(show_progress, "show_progress")
         if self.uses_graph_mask(checked):
             feature_mask = default_graph_mask(inputs, feature_mask)
         game, is_tuple = prepare_game(
@@ -376,10 +374,7 @@ class KernelAttribution(GameAttribution):
         show_progress: bool = False,
         **options: Any,
     ) -> Any:
-        if not isinstance(return_input_shape, bool):
-            raise TypeError(
-                f"return_input_shape must be True or False, got {return_input_shape!r}."
-            )
+        check_flag(return_input_shape, "return_input_shape")
         return self._attribute(
             inputs,
             baselines,

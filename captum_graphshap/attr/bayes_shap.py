@@ -16,7 +16,7 @@ from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
 from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, run_bayes_shap
 from ..uncertainty.intervals import check_confidence
-from ._options import check_generator
+from ._options import check_flag, check_generator
 from .base import KernelAttribution, Options, Outcome
 from .budget import check_budget, samples_within
 
@@ -60,8 +60,7 @@ class BayesShapOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_confidence(self.confidence)
-        if not isinstance(self.focused, bool):
-            raise TypeError(f"focused must be True or False, got {self.focused!r}.")
+        check_flag(self.focused, "focused")
         check_generator(self.generator)
         check_budget(self.budget, self.n_samples)
         _check_target_width(self.target_width)

@@ -19,7 +19,7 @@ from ..plans.sampling import (
     random_indices,
 )
 from ..uncertainty.intervals import check_confidence
-from ._options import check_count, check_generator
+from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
 
@@ -64,8 +64,7 @@ class ShapleySamplingOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_budget(self.budget, self.n_samples)
-        if not isinstance(self.antithetic, bool):
-            raise TypeError(f"antithetic must be True or False, got {self.antithetic!r}.")
+        check_flag(self.antithetic, "antithetic")
         check_confidence(self.confidence)
         check_choice(self.interval, INTERVALS, "interval")
         check_generator(self.generator)

@@ -22,7 +22,7 @@ from ..plans.cross_contributions import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import shear_plan
-from ._options import check_count, check_generator
+from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget
 
@@ -69,8 +69,7 @@ class ShearOptions(Options):
         check_budget(self.budget, self.n_samples)
         if self.n_samples is not None:
             _check_budget(self.n_samples)
-        if not isinstance(self.antithetic, bool):
-            raise TypeError(f"antithetic must be True or False, got {self.antithetic!r}.")
+        check_flag(self.antithetic, "antithetic")
         check_choice(self.cross_contribution, CROSS_CONTRIBUTIONS, "cross_contribution")
         check_generator(self.generator)
 

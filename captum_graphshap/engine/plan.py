@@ -19,6 +19,7 @@ coalition, never ``d`` bits per coalition.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -272,11 +273,15 @@ def coalition_keys(coalitions: CoalitionSet, extra_bits: int = 0) -> Tensor:
     if d + extra_bits <= 62:
         weights = torch.ones(d, dtype=torch.long, device=device) << torch.arange(d, device=device)
         return coalitions.weighted_sums(weights[:, None])
+    return coalitions.weighted_sums(_zobrist_words(d, device))
+
+
+@functools.lru_cache(maxsize=16)
+def _zobrist_words(d: int, device: torch.device) -> Tensor:
+    """Two fixed random int64 words per feature (the same every call: keys are comparable)."""
     generator = torch.Generator(device="cpu").manual_seed(0x5EED)
-    words = torch.randint(-(2**63), 2**63 - 1, (d, 2), dtype=torch.long, generator=generator).to(
-        device
-    )
-    return coalitions.weighted_sums(words)
+    words = torch.randint(-(2**63), 2**63 - 1, (d, 2), dtype=torch.long, generator=generator)
+    return words.to(device)
 
 
 def stack_coalitions(stores: list[CoalitionSet], num_features: int) -> CoalitionSet:

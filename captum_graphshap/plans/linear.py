@@ -59,7 +59,7 @@ def shapley_from_all_coalitions(values: Tensor) -> Tensor:
     if d <= DENSE_SHAPLEY_MAX_D:
         return values @ _shapley_matrix(d, values.device, values.dtype)
     codes = torch.arange(count, device=values.device)
-    sizes = _popcount(codes, d)
+    sizes = popcount(codes, d)
     weights = torch.tensor(shapley_weights(d), dtype=values.dtype, device=values.device)
     phi = values.new_empty(batch, d)
     for i in range(d):
@@ -121,7 +121,8 @@ class SparseLinearMap:
         return out.index_add_(1, linear.rows, values[:, linear.cols] * linear.coeffs)
 
 
-def _popcount(codes: Tensor, bits: int) -> Tensor:
+def popcount(codes: Tensor, bits: int) -> Tensor:
+    """Set bits of each int64 code among its low ``bits`` bits."""
     counts = torch.zeros_like(codes)
     for bit in range(bits):
         counts += (codes >> bit) & 1

@@ -25,7 +25,7 @@ from torch import Tensor
 from ..engine.plan import IntervalCoalitions, MemberCoalitions, Plan
 from ..graphs import FeatureGraph, GridGraph, LineGraph
 from .limits import check_plan_size
-from .linear import SparseLinearMap, myerson_weight, shapley_weights
+from .linear import SparseLinearMap, myerson_weight, popcount, shapley_weights
 
 #: Above this many (feature, set) pairs a plan is refused before it is built,
 #: whatever deduplication would leave: the build itself would be too large.
@@ -74,7 +74,7 @@ def l_shapley_grid_plan(height: int, width: int, k: int, context: str, limit: in
     if pairs > MAX_PAIRS:
         _refuse(f"LShapley with k={k}", 2 * pairs, limit, ball_sizes)
     pixel, subset = _submask_pairs(_codes(others), offsets.shape[0] - 1)
-    size = _popcount(subset)
+    size = popcount(subset, offsets.shape[0] - 1)
     m = ball_sizes[pixel]
     weight = _shapley_weight_table(int(m.max()))[m, size]
     with_i = (subset << 1) | 1
@@ -112,7 +112,7 @@ def c_shapley_grid_plan(
         raise ValueError(_more_than(f"CShapley with k={k}", limit))
     pixel, which = valid.nonzero(as_tuple=True)
     chosen = sets[which]
-    size = _popcount(chosen)
+    size = popcount(chosen, offsets.shape[0])
     if weights == "myerson":
         boundary = _boundary_counts(offsets, sets, height, width)[pixel, which]
         weight = _myerson_weight_table(int(size.max()), int(boundary.max()))[size, boundary]
@@ -263,15 +263,6 @@ def _codes(bits: Tensor) -> Tensor:
     """Bitmask codes of the rows of a bool matrix (bit j = column j)."""
     weights = torch.ones(bits.shape[1], dtype=torch.long) << torch.arange(bits.shape[1])
     return (bits.long() * weights).sum(dim=1)
-
-
-def _popcount(codes: Tensor) -> Tensor:
-    count = torch.zeros_like(codes)
-    rest = codes.clone()
-    while bool((rest != 0).any()):
-        count += rest & 1
-        rest = rest >> 1
-    return count
 
 
 def _submask_pairs(codes: Tensor, bits: int) -> tuple[Tensor, Tensor]:
