@@ -532,7 +532,9 @@ def test_n_evaluations_is_what_the_model_saw_and_nothing_stays_on_the_explainer(
     assert count.shape == (N,) and count.dtype == torch.long
     assert int(model.per_example.sum()) == model.rows  # every row was attributed
     derivatives = SHEAR_HESSIAN_COST if cls is cg.Shear else 0
-    assert model.grad_rows == (2 * N if cls is cg.Shear else 0)
+    # Shear: one differentiability check (N rows), then one Hessian-vector product per
+    # feature, the directions stacked along the batch (D * N rows).
+    assert model.grad_rows == ((1 + D) * N if cls is cg.Shear else 0)
     torch.testing.assert_close(count, model.per_example + derivatives, atol=0, rtol=0)
     if cls in (cg.ExactShapley, cg.ShapleyResiduals, cg.BivariateShapley):
         assert count.tolist() == [2**D] * N  # every coalition once
