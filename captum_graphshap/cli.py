@@ -1,4 +1,8 @@
-"""``graphshap``: the command line. ``graphshap demo`` runs :mod:`captum_graphshap.demo`."""
+"""``graphshap``: the command line. ``graphshap demo`` runs :mod:`captum_graphshap.demo`.
+
+Nothing heavy is imported before the arguments are parsed: ``graphshap --help``
+answers without loading torch (the package's names are imported lazily).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import demo as demo_module
-from .demo import INSTALL_DEMO, DemoDependencyError
+#: The demo's install hint (``captum_graphshap.demo.INSTALL_DEMO``, which imports torch).
+INSTALL_DEMO = 'pip install "captum-graphshap[demo]"'
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         import matplotlib
+
+        from . import demo as demo_module
+        from .demo import DemoDependencyError
 
         # The demo only writes files; never open a window.
         matplotlib.use("Agg")
