@@ -122,7 +122,7 @@ class BivariateShapley(SampledAttribution):
     - ``"kernel"``: the paper's Alg. 2; ``n_samples`` paired coalitions from
       the Shapley kernel (default ``2 d + 2048``, at least ``2 d``, odd
       counts rounded up; the draws of
-      :class:`~captum_graphshap.attr.sampling.PairedKernelShap`) plus the
+      :class:`~captum_graphshap.attr.PairedKernelShap`) plus the
       two endpoints, one constrained least-squares projection applied to the
       labels masked by ``1[j in S]`` for every ``j``: the rows of one
       KernelSHAP run.

@@ -177,13 +177,13 @@ class SuperpixelGraph(FeatureGraph):
         start_label: int = 0,
         **slic_kwargs: Any,
     ) -> SuperpixelGraph:
-        """Superpixels of ``image`` with scikit-image's SLIC, as a graph.
+        r"""Superpixels of ``image`` with scikit-image's SLIC, as a graph.
 
         Args:
             image:
                 numpy ``(H, W, C)`` or ``(H, W)``, or torch ``(C, H, W)`` (C in
                 1, 3, 4) or ``(H, W)``.
-            n_segments, compactness, start_label, **slic_kwargs:
+            n_segments, compactness, start_label, \*\*slic_kwargs:
                 Passed to ``skimage.segmentation.slic``.
         """
         try:

@@ -73,7 +73,7 @@ def bivariate_from_all_coalitions(values: Tensor) -> tuple[Tensor, Tensor]:
     Args:
         values:
             ``(N, 2^d)``; column ``m`` is the value of the coalition whose members
-            are the set bits of ``m`` (:func:`~.coalitions.all_coalitions`).
+            are the set bits of ``m`` (:func:`~captum_graphshap.plans.exact.all_coalitions`).
 
     Returns:
         ``(N, d, d)`` bivariate values and ``(N, d)`` Shapley values. Per feature
@@ -180,8 +180,8 @@ def kernel_plan(
 ) -> Tensor:
     """Paired coalitions drawn from the Shapley kernel, endpoints excluded.
 
-    The plan of :class:`~captum_graphshap.attr.sampling.PairedKernelShap`
-    (:func:`~captum_graphshap.sampling.kernel_coalitions`): sizes ``s`` in
+    The plan of :class:`~captum_graphshap.attr.PairedKernelShap`
+    (:func:`~captum_graphshap.plans.sampling.kernel_coalitions`): sizes ``s`` in
     ``1..d-1`` with probability proportional to ``1 / (s (d - s))``, a
     uniform subset of that size, then its complement, so every coalition is
     drawn with probability proportional to its kernel weight and the

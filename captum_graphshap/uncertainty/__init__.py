@@ -1,7 +1,7 @@
 """Uncertainty of Shapley explanations: residuals, intervals, Bayesian posteriors.
 
 Pure tensor maths, no model in sight; the attribution classes
-(:class:`~captum_graphshap.attr.residuals.ShapleyResiduals`,
+(:class:`~captum_graphshap.attr.ShapleyResiduals`,
 :class:`~captum_graphshap.attr.bayes_shap.BayesShap`, and the
 ``return_uncertainty`` option of L-/C-Shapley) are thin adapters over it.
 """

@@ -86,7 +86,7 @@ def residual_norms(values: Tensor) -> Tensor:
     Args:
         values:
             ``(N, 2^d)``, column m the value of the coalition whose members are
-            the set bits of m (the order of :func:`~captum_graphshap.coalitions.all_coalitions`).
+            the set bits of m (the order of :func:`~captum_graphshap.plans.exact.all_coalitions`).
 
     Returns:
         ``(N, d)``: the Euclidean norm of each feature's residual over the
