@@ -271,9 +271,14 @@ def coalition_keys(coalitions: CoalitionSet, extra_bits: int = 0) -> Tensor:
     d = coalitions.num_features
     device = coalitions.device
     if d + extra_bits <= 62:
-        weights = torch.ones(d, dtype=torch.long, device=device) << torch.arange(d, device=device)
-        return coalitions.weighted_sums(weights[:, None])
+        return coalitions.weighted_sums(_bit_words(d, device))
     return coalitions.weighted_sums(_zobrist_words(d, device))
+
+
+@functools.lru_cache(maxsize=64)
+def _bit_words(d: int, device: torch.device) -> Tensor:
+    """``2^i`` for feature ``i``, as a ``(d, 1)`` int64 column (cached: keys are per call)."""
+    return (torch.ones(d, dtype=torch.long) << torch.arange(d))[:, None].to(device)
 
 
 @functools.lru_cache(maxsize=16)
