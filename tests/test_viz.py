@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib
 
 matplotlib.use("Agg")  # no display in tests
@@ -23,7 +25,7 @@ def test_layouts_give_channels_last_arrays():
     np.testing.assert_array_equal(out, x[1].permute(1, 2, 0).numpy())
     np.testing.assert_array_equal(to_hwc(x, index=-1), out)
     # Single channel stays (H, W, 1), as Captum accepts it.
-    assert to_hwc(x[:, :1]).shape == (4, 5, 1)
+    assert to_hwc(x[:, :1], 0).shape == (4, 5, 1)
     np.testing.assert_array_equal(to_hwc(x[0]), x[0].permute(1, 2, 0).numpy())  # CHW
     np.testing.assert_array_equal(to_hwc(x[0, 0])[:, :, 0], x[0, 0].numpy())  # HW
     # A 3-dim tensor whose first dimension is not 1 or 3 is a batch (NHW).
@@ -32,8 +34,20 @@ def test_layouts_give_channels_last_arrays():
     # ... and an explicit layout settles the ambiguous case of 3 grey maps.
     three = torch.rand(3, 4, 4)
     assert to_hwc(three).shape == (4, 4, 3)
-    assert to_hwc(three, layout="NHW").shape == (4, 4, 1)
+    assert to_hwc(three, 0, layout="NHW").shape == (4, 4, 1)
     np.testing.assert_array_equal(to_hwc(three, 2)[:, :, 0], three[2].double().numpy())
+
+
+def test_a_batch_without_index_says_which_image_it_took():
+    batch = torch.rand(3, 1, 4, 4)
+    with pytest.warns(UserWarning, match="took image 0 of a batch of 3.*pass index="):
+        out = to_hwc(batch)
+    np.testing.assert_array_equal(out[:, :, 0], batch[0, 0].double().numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        to_hwc(batch, 0)  # an explicit index is quiet
+        to_hwc(batch[:1])  # so is a batch of one
+        to_hwc(batch[0])  # and a single image
 
 
 def test_tensors_needing_grad_and_numpy_input_work():

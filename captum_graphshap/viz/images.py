@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ LAYOUTS = ("NCHW", "NHW", "CHW", "HW")
 
 
 def to_hwc(
-    attributions: Tensor | npt.ArrayLike, index: int = 0, *, layout: str | None = None
+    attributions: Tensor | npt.ArrayLike, index: int | None = None, *, layout: str | None = None
 ) -> npt.NDArray[np.float64]:
     """One image (or its attributions) as the ``(H, W, C)`` numpy array Captum draws.
 
@@ -26,16 +27,25 @@ def to_hwc(
             attributions, or the images themselves.
         index:
             Which example of a batch (``NCHW``/``NHW``) to take; negative counts
-            from the end. Ignored for single images.
+            from the end. Ignored for single images. Default: the only image of
+            a batch of one; for a larger batch, image 0 with a warning that says
+            so (pass ``index=0`` to take it quietly).
         layout:
             The layout of ``attributions``. Default: from the rank — 4 is
             ``NCHW``, 2 is ``HW``, and 3 is ``CHW`` when the first dimension is 1
-            or 3 (grey or RGB) and ``index`` is 0, otherwise ``NHW``. Pass it when
+            or 3 (grey or RGB) and ``index`` is 0 or None, otherwise ``NHW``. Pass it when
             a 3-dim tensor is ambiguous (e.g. a batch of 3 grey maps).
 
     Returns:
         A float64 ``(H, W, C)`` array on the host; a single channel stays as
         ``(H, W, 1)``, which Captum accepts for both attributions and images.
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap.viz import to_hwc
+        >>> batch = torch.rand(4, 3, 8, 8)
+        >>> to_hwc(batch, 2).shape  # the third image, channels last
+        (8, 8, 3)
     """
     array = _as_array(attributions)
     layout = _resolve_layout(array.shape, index, layout)
@@ -46,6 +56,15 @@ def to_hwc(
         )
     if layout.startswith("N"):
         size = array.shape[0]
+        if index is None:
+            if size > 1:
+                warnings.warn(
+                    f"to_hwc took image 0 of a batch of {size} (shape {tuple(array.shape)}); "
+                    "pass index=n to choose the image (index=0 takes the first quietly).",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            index = 0
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"index must be an int, got {type(index).__name__}.")
         if not -size <= index < size:
@@ -77,7 +96,7 @@ def _as_array(attributions: Any) -> npt.NDArray[Any]:
     return array
 
 
-def _resolve_layout(shape: tuple[int, ...], index: int, layout: str | None) -> str:
+def _resolve_layout(shape: tuple[int, ...], index: int | None, layout: str | None) -> str:
     if layout is not None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
@@ -88,7 +107,7 @@ def _resolve_layout(shape: tuple[int, ...], index: int, layout: str | None) -> s
     if rank == 2:
         return "HW"
     if rank == 3:
-        return "CHW" if shape[0] in (1, 3) and index == 0 else "NHW"
+        return "CHW" if shape[0] in (1, 3) and index in (0, None) else "NHW"
     raise ValueError(
         f"attributions must have 2, 3 or 4 dimensions (HW, CHW/NHW, NCHW), got shape "
         f"{tuple(shape)}."
