@@ -146,3 +146,28 @@ def test_text_section_is_skipped_without_the_text_extra(monkeypatch):
     monkeypatch.delattr(captum_graphshap, "text", raising=False)
     rows, note = demo.text_section(["good film"])
     assert rows is None and note is not None and "captum-graphshap[text]" in note
+
+
+def test_report_says_why_the_ranking_looks_as_it_does(quick_demo):
+    out, printed, result = quick_demo
+    page = (out / "report.html").read_text()
+    assert "Why the ranking looks as it does" in page and "Why the ranking" in printed
+    check = result.locality
+    n = result.examples.shape[0]
+    assert check is not None and 0.85 < check.accuracy <= 1
+    # The second setting uses the same 8x8 grid and k, so the same budget.
+    assert check.evaluations == result.evaluations[demo.C_SHAPLEY_1]
+    for areas in (check.c_shapley, check.captum):
+        assert areas.shape == (n,) and bool(torch.isfinite(areas).all())
+        assert float(areas.mean()) < result.auc[demo.RANDOM] - 0.5
+    mean, _, wins = demo.paired_difference(check.c_shapley, check.captum)
+    assert f"{mean:+.2f}" in page and f"lower on {wins} of {n} digits" in page
+
+
+def test_paired_difference_and_positive_share_closed_forms():
+    mean, error, wins = demo.paired_difference(
+        torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 2.0, 5.0])
+    )
+    # differences -1, 0, -2: mean -1, sample SD 1, two of three lower
+    assert mean == -1.0 and abs(error - 3**-0.5) < 1e-12 and wins == 2
+    assert demo.positive_share(torch.tensor([[1.0, 0.0, -1.0, 2.0], [0.0, 0.0, 0.0, 3.0]])) == 0.375

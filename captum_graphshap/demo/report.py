@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor
 
-from .results import C_SHAPLEY_1, C_SHAPLEY_2, RANDOM, DemoResult
+from .results import C_SHAPLEY_1, C_SHAPLEY_2, RANDOM, DemoResult, why_ranking
 
 
 def _budget_note(evaluations: dict[str, float]) -> str:
@@ -149,6 +149,7 @@ evidence sooner).</p>
 <p>Exact Shapley over the four 4x4 patches is efficient: its values sum to
 log p(x) − log p(0) within {efficiency:.1e}.</p>
 <img src="{html.escape(masking)}" alt="masking curves">
+{"".join(f"<p>{html.escape(p)}</p>" for p in why_ranking(result))}
 <h2>Attributions</h2>
 <p>Green: evidence for the predicted class; red: against (Captum's
 <code>visualize_image_attr</code>, each map scaled on its own).</p>
