@@ -237,6 +237,85 @@ class ZeroShotSentiment(nn.Module):
         return [(self.labels[int(i)], float(probs[n, i])) for n, i in enumerate(best)]
 
 
+class SequenceClassifier(nn.Module):
+    """Any Hugging Face sequence classifier and its tokenizer, as ``explain_sentiment`` uses them.
+
+    ``forward(input_ids, attention_mask)`` returns the classifier's logits
+    ``(N, n_labels)`` as a tensor (``AutoModelForSequenceClassification``
+    returns an output object with ``.logits``). As in
+    :class:`ZeroShotSentiment`, a pad token in an attended position is taken
+    out of the attention mask, so that replacing a word by [PAD] deletes it
+    (the other words keep their positions); the batch's own padding is
+    unattended already.
+
+    Args:
+        model:
+            A ``transformers`` model for sequence classification (or any module
+            called as ``model(input_ids=..., attention_mask=...)`` that returns
+            logits, an object with ``.logits``, or a tuple whose first item is the
+            logits).
+        tokenizer:
+            Its fast tokenizer (``AutoTokenizer.from_pretrained(...)``).
+        labels:
+            Label names in output order; default the model's ``config.id2label``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        labels: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if not callable(tokenizer) or not hasattr(tokenizer, "pad_token_id"):
+            raise TypeError(
+                "tokenizer must be the model's Hugging Face tokenizer (AutoTokenizer."
+                f"from_pretrained(...)), got {type(tokenizer).__name__}."
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.pad_token_id: int | None = tokenizer.pad_token_id
+        if labels is None:
+            config = getattr(model, "config", None)
+            id2label = getattr(config, "id2label", None) or {}
+            count = getattr(config, "num_labels", None) or len(id2label)
+            labels = [str(id2label.get(i, f"label {i}")) for i in range(count)]
+        self.labels: tuple[str, ...] = tuple(str(label) for label in labels)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's weights (the CPU for a model without any)."""
+        return next(iter(self.model.parameters()), torch.empty(0)).device
+
+    def tokenize(self, texts: str | Sequence[str]) -> BatchEncoding:
+        """Tokenise a text or a batch of texts (padded) into tensors on the model's device."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        return self.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(
+            self.device
+        )
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(N, n_labels)``; pad tokens are unattended."""
+        keep = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        if self.pad_token_id is not None:
+            keep = keep * (input_ids != self.pad_token_id)
+        output = self.model(input_ids=input_ids, attention_mask=keep)
+        logits = getattr(output, "logits", None)
+        if logits is None:
+            logits = output[0] if isinstance(output, (tuple, list)) else output
+        if not isinstance(logits, Tensor) or logits.dim() != 2:
+            raise TypeError(
+                "the model must return (N, n_labels) logits (a tensor, .logits, or a tuple "
+                f"starting with them), got {type(output).__name__}."
+            )
+        if self.labels and logits.shape[1] != len(self.labels):
+            raise ValueError(
+                f"the model returns {logits.shape[1]} logits but labels names {len(self.labels)}; "
+                "pass labels= with one name per output."
+            )
+        return logits
+
+
 # --------------------------------------------------------------------- feature masks
 
 
@@ -253,7 +332,8 @@ class SentimentExplanation:
             ``(len(words),)`` float tensor on the CPU: each feature's contribution
             to ``value`` of the predicted label (log-probability by default).
         label:
-            The predicted label, ``"negative"`` or ``"positive"``.
+            The predicted label: ``"negative"`` or ``"positive"`` for the
+            zero-shot MiniLM model, the classifier's ``id2label`` name otherwise.
         label_index:
             Its index in the model's output.
         probability:
@@ -284,14 +364,20 @@ def explain_sentiment(
     method: str = "c_shapley",
     baseline: str | int = "pad",
     *,
-    model: ZeroShotSentiment | None = None,
+    model: nn.Module | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    labels: Sequence[str] | None = None,
     level: str = "word",
     value: str = "log_prob",
     max_rows: int = 256,
     device: str | torch.device = "cpu",
     **attribute_options: Any,
 ) -> list[SentimentExplanation]:
-    """Explain the zero-shot MiniLM sentiment of each text, word by word.
+    """Explain a text classifier's prediction for each text, word by word.
+
+    By default the classifier is the zero-shot MiniLM sentiment model
+    (:class:`ZeroShotSentiment`, offline). Any Hugging Face sequence
+    classifier works too: pass ``model=`` with its ``tokenizer=``.
 
     Each text is tokenised, its sub-word tokens grouped into words with
     :func:`word_feature_mask`, and the predicted label explained on the line
@@ -317,7 +403,16 @@ def explain_sentiment(
             ``"mask"`` (replaced by [MASK]) or a token id.
         model:
             The classifier; default :meth:`ZeroShotSentiment.from_minilm` on
-            ``device``, loaded once per device and cached.
+            ``device``, loaded once per device and cached. Or any Hugging Face
+            sequence classifier (``AutoModelForSequenceClassification...``) with
+            its ``tokenizer``; it is wrapped in :class:`SequenceClassifier`
+            (logits; [PAD] in a word's place deletes the word).
+        tokenizer:
+            The fast tokenizer of a Hugging Face ``model``; not used with the
+            default model or a :class:`ZeroShotSentiment`/:class:`SequenceClassifier`,
+            which carry their own.
+        labels:
+            Label names of a Hugging Face ``model``; default its ``config.id2label``.
         level:
             ``"word"`` or ``"token"`` (one feature per sub-word token).
         value:
@@ -355,19 +450,19 @@ def explain_sentiment(
     for position, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"texts[{position}] must be a non-empty string, got {text!r}.")
-    model = _cached_model(str(device)) if model is None else model
-    token_id = _baseline_id(model.tokenizer, baseline)
-    attribution = _method(method, model)
+    classifier: Any = _classifier(model, tokenizer, labels, device)
+    token_id = _baseline_id(classifier.tokenizer, baseline)
+    attribution = _method(method, classifier)
     results = []
     for text in texts:
-        encoding = model.tokenize(text)
+        encoding = classifier.tokenize(text)
         if level == "word":
             mask, names = word_feature_mask(encoding, [text])
         else:
             mask, names = token_feature_mask(encoding)
         input_ids, attention = encoding["input_ids"], encoding["attention_mask"]
         with torch.no_grad():
-            probs = model(input_ids, attention).softmax(dim=-1)[0]
+            probs = classifier(input_ids, attention).softmax(dim=-1)[0]
         label_index = int(probs.argmax())
         options: dict[str, Any] = dict(attribute_options)
         if method in ("c_shapley", "l_shapley", "myerson"):
@@ -391,7 +486,7 @@ def explain_sentiment(
                 text=text,
                 words=names[0],
                 attributions=_per_feature(attributions, mask)[0].detach().cpu(),
-                label=model.labels[label_index],
+                label=classifier.labels[label_index],
                 label_index=label_index,
                 probability=float(probs[label_index]),
                 method=method,
@@ -399,6 +494,40 @@ def explain_sentiment(
             )
         )
     return results
+
+
+def _classifier(
+    model: nn.Module | None,
+    tokenizer: PreTrainedTokenizerBase | None,
+    labels: Sequence[str] | None,
+    device: str | torch.device,
+) -> Any:
+    """The model ``explain_sentiment`` explains: it has ``tokenizer``, ``labels``, ``tokenize``."""
+    if isinstance(model, (ZeroShotSentiment, SequenceClassifier)):
+        if tokenizer is not None or labels is not None:
+            raise ValueError(
+                f"a {type(model).__name__} carries its own tokenizer and labels; pass "
+                "tokenizer= and labels= only with a Hugging Face model."
+            )
+        return model
+    if model is None:
+        if tokenizer is not None or labels is not None:
+            raise ValueError(
+                "tokenizer= and labels= go with model=, a Hugging Face sequence classifier; "
+                "without model= the zero-shot MiniLM model is used, with its own tokenizer."
+            )
+        return _cached_model(str(device))
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            "model must be a Hugging Face sequence classifier (a torch.nn.Module), a "
+            f"ZeroShotSentiment, or None; got {type(model).__name__}."
+        )
+    if tokenizer is None:
+        raise TypeError(
+            f"model is a {type(model).__name__} without a tokenizer: pass its tokenizer too, "
+            "explain_sentiment(texts, model=model, tokenizer=AutoTokenizer.from_pretrained(...))."
+        )
+    return SequenceClassifier(model, tokenizer, labels)
 
 
 def _baseline_id(tokenizer: PreTrainedTokenizerBase, baseline: str | int) -> int:
