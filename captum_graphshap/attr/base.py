@@ -171,7 +171,7 @@ class GameAttribution(PerturbationAttribution):
         additional_forward_args: Any = None,
         feature_mask: Tensor | tuple[Tensor, ...] | None = None,
         perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
         **options: Any,
     ) -> Any:
         return self._attribute(
@@ -210,7 +210,8 @@ class GameAttribution(PerturbationAttribution):
         input_shape: bool = True,
     ) -> Any:
         checked = self._options(options)
-        check_flag(show_progress, "show_progress")
+        if show_progress is not None:  # None: a bar for long work (engine/batching.py)
+            check_flag(show_progress, "show_progress")
         if self.uses_graph_mask(checked):
             feature_mask = default_graph_mask(inputs, feature_mask)
         game, is_tuple = prepare_game(
@@ -336,7 +337,7 @@ class SampledAttribution(GameAttribution):
         feature_mask: Tensor | tuple[Tensor, ...] | None = None,
         n_samples: int | None = None,
         perturbations_per_eval: int | None = None,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
         **options: Any,
     ) -> Any:
         return self._attribute(
@@ -371,7 +372,7 @@ class KernelAttribution(GameAttribution):
         n_samples: int | None = None,
         perturbations_per_eval: int | None = None,
         return_input_shape: bool = True,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
         **options: Any,
     ) -> Any:
         check_flag(return_input_shape, "return_input_shape")

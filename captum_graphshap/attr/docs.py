@@ -29,13 +29,17 @@ CAPTUM_ARGUMENTS: dict[str, str] = {
     "n_samples": "see the class's options below; None takes the class's default.",
     "perturbations_per_eval": (
         "coalitions per forward call, each call holding this times the batch size rows "
-        "(Captum's meaning). None sizes calls from the input size."
+        "(Captum's meaning), honoured exactly. None starts near 2^17 input elements per call "
+        "and doubles the calls while they get faster (engine/batching.py)."
     ),
     "return_input_shape": (
         "True (default): attributions in the inputs' shapes; False: one value per feature, "
         "a ``(N, d)`` tensor, as Captum's ``KernelShap``."
     ),
-    "show_progress": "show a tqdm progress bar over the model evaluations.",
+    "show_progress": (
+        "show a tqdm progress bar over the model evaluations: None (default) shows one when "
+        "the first chunks forecast more than 5 s of work, True always, False never."
+    ),
 }
 
 SHARED_OPTIONS: dict[str, str] = {

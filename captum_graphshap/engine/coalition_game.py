@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from .._compat import (
     BaselineType,
@@ -40,6 +39,7 @@ from .._compat import (
     format_target,
     output_flat_index,
 )
+from .batching import Pacer, bytes_per_row, start_units
 from .features import FeatureMasks, format_feature_mask
 from .plan import CoalitionSet, DenseCoalitions, coalition_keys
 
@@ -47,10 +47,8 @@ ValueKind = Literal["output", "log_prob"]
 VALUE_KINDS: tuple[str, ...] = ("output", "log_prob")
 NAN_POLICIES: tuple[str, ...] = ("raise", "propagate")
 
-#: With ``perturbations_per_eval=None`` a forward call gets about this many
-#: input elements: large enough to amortise Python overhead, small enough that
-#: activations stay in cache-friendly sizes (2^21 made a 400-token CNN 1.2-1.6x
-#: slower than 400 rows per call; benchmarks/lc_speed.py).
+#: The fixed call size of ``perturbations_per_eval=None`` before calls were
+#: sized by measurement (:mod:`.batching`); benchmarks print it for comparison.
 AUTO_ELEMENTS_PER_CALL = 2**19
 
 
@@ -364,15 +362,17 @@ class CoalitionGame:
                 f"coalitions are over {coalitions.num_features} features, but the game has "
                 f"{self.num_features}."
             )
-        return coalitions
+        # on the inputs' device once, so no chunk copies between host and GPU
+        return coalitions.to(self.device)
 
     def _rows_per_call(self) -> int:
         if self.one_unit_per_call:
             return 1
         if self.perturbations_per_eval is not None:
             return self.perturbations_per_eval * self.batch_size
-        elements = sum(t[0].numel() for t in self.inputs)
-        return max(1, AUTO_ELEMENTS_PER_CALL // max(1, elements))
+        # the first call of the automatic sizing, which batching.Pacer grows
+        _, elements = bytes_per_row(self.inputs)
+        return start_units(0, elements, 2**62)
 
     def _run(
         self,
@@ -438,15 +438,24 @@ class CoalitionGame:
         )
         arg_cache: dict[int, tuple[Any, ...]] = {}
         buffers = _RowBuffers(self.inputs, reuse=self.reuse_buffers)
-        step = units_per_call
+        pacer = Pacer(
+            units=units,
+            width=width,
+            coalitions=count,
+            step=units_per_call,
+            adaptive=self.perturbations_per_eval is None and not self.one_unit_per_call,
+            bytes_per_unit=bytes_per_row(self.inputs)[0] * width,
+            device=self.device,
+            show_progress=show_progress,
+            desc=desc,
+        )
         start = 0
         fallback_from: tuple[str, int] | None = None
         halved = False  # out of memory: say so once, with the size that worked
-        with (
-            torch.no_grad(),
-            tqdm(total=units * width, disable=not show_progress, desc=desc, unit="row") as bar,
-        ):
+        with torch.no_grad(), pacer:
             while start < units:
+                step = pacer.step
+                pacer.begin()
                 unit = torch.arange(start, min(start + step, units), device=self.device)
                 coalition_id = unit // refs
                 if reference_index is not None:
@@ -474,7 +483,7 @@ class CoalitionGame:
                     if unit.numel() == 1 or isinstance(error, AggregatedOutput):
                         raise
                     if _out_of_memory(error):
-                        step = max(1, unit.numel() // 2)
+                        pacer.out_of_memory(unit.numel())
                         buffers.release()
                         halved = True
                         continue
@@ -484,11 +493,11 @@ class CoalitionGame:
                     # LLMAttribution wrappers): retry this chunk one unit per
                     # call; if that fails too, its error is the real one.
                     self.one_unit_per_call = True
-                    step = units_per_call = 1
+                    pacer.one_per_call()
                     fallback_from = (type(error).__name__, unit.numel() * width)
                     continue
                 if halved:
-                    _warn_halved(step * width)
+                    _warn_halved(pacer.step * width)
                     halved = False
                 if fallback_from is not None:  # one coalition per call works: say so once
                     _warn_one_per_call(*fallback_from)
@@ -504,7 +513,7 @@ class CoalitionGame:
                     totals.index_add_(0, slot, row_values.view(-1, self.batch_size, *trailing))
                 else:
                     totals.index_add_(0, slot, row_values)
-                bar.update(unit.numel() * width)
+                pacer.done(unit.numel())
                 start += unit.numel()
         if self.on_nan == "raise":
             self._check_finite(totals, coalitions, example_index, refs, per_reference)
@@ -584,7 +593,10 @@ class CoalitionGame:
                 flat_mask = mask.reshape(mask.shape[0], -1)[example]
                 keep = source.gather(1, flat_mask).view(len(example), *mask.shape[1:])
             ref = background[reference_id]  # (R, 1 or N, *S)
-            base = ref[:, 0] if ref.shape[1] == 1 else ref[torch.arange(len(example)), example]
+            if ref.shape[1] == 1:
+                base = ref[:, 0]
+            else:
+                base = ref[torch.arange(len(example), device=example.device), example]
             rows = buffers.take(position, len(example))
             _fill(rows, keep, tensor[example], base)
             out.append(rows)

@@ -47,6 +47,11 @@ class CoalitionSet:
         """Bool ``(len(index), d)`` rows of the coalitions ``index``, on ``index``'s device."""
         raise NotImplementedError
 
+    def to(self, device: torch.device) -> CoalitionSet:
+        """The same coalitions stored on ``device`` (the engine moves a plan once, so
+        expanding a chunk copies nothing between host and GPU)."""
+        return self
+
     def dense(self) -> Tensor:
         """Every coalition as a bool ``(M, d)`` matrix (tests and small plans only)."""
         return self.take(torch.arange(len(self), device=self.device))
@@ -87,6 +92,9 @@ class DenseCoalitions(CoalitionSet):
 
     def take(self, index: Tensor) -> Tensor:
         return self.matrix.to(index.device)[index]
+
+    def to(self, device: torch.device) -> DenseCoalitions:
+        return self if self.device == device else DenseCoalitions(self.matrix.to(device))
 
     def dense(self) -> Tensor:
         return self.matrix
@@ -141,13 +149,43 @@ class MemberCoalitions(CoalitionSet):
         position = starts[row] + torch.arange(row.shape[0], device=self.device) - first[row]
         return row, self.members[position]
 
+    @functools.cached_property
+    def width(self) -> int:
+        """The most members of one coalition (computed once, before any chunk)."""
+        lengths = self.offsets[1:] - self.offsets[:-1]
+        return int(lengths.max()) if lengths.numel() else 0
+
+    def to(self, device: torch.device) -> MemberCoalitions:
+        if self.device == device:
+            return self
+        width = self.width
+        moved = MemberCoalitions(
+            self.members.to(device),
+            self.offsets.to(device),
+            self.num_features,
+            None if self.complement is None else self.complement.to(device),
+        )
+        moved.__dict__["width"] = width
+        return moved
+
     def take(self, index: Tensor) -> Tensor:
-        row, member = self._row_members(index)
-        out = torch.zeros((len(index), self.num_features), dtype=torch.bool, device=self.device)
-        out[row, member] = True
+        # Padded to the widest coalition, so no output size depends on the
+        # data: no host synchronisation on a GPU (repeat_interleave would sync).
+        width = self.width
+        index = index.to(self.device)
+        count, d = index.shape[0], self.num_features
+        out = torch.zeros((count, d + 1), dtype=torch.bool, device=self.device)
+        if width and self.members.numel():
+            starts = self.offsets[index]
+            lengths = self.offsets[index + 1] - starts
+            slot = torch.arange(width, device=self.device)
+            position = (starts[:, None] + slot).clamp_(max=self.members.numel() - 1)
+            ids = torch.where(slot < lengths[:, None], self.members[position], d)
+            out.scatter_(1, ids, True)  # absent slots land in the spare column d
+        rows = out[:, :d]
         if self.complement is not None:
-            out ^= self.complement[index.to(self.device)][:, None]
-        return out.to(index.device)
+            rows ^= self.complement[index][:, None]
+        return rows.to(index.device)
 
     def weighted_sums(self, weights: Tensor) -> Tensor:
         weights = weights.to(self.device)
@@ -178,6 +216,9 @@ class PrefixCoalitions(CoalitionSet):
     @property
     def device(self) -> torch.device:
         return self.ranks.device
+
+    def to(self, device: torch.device) -> PrefixCoalitions:
+        return self if self.device == device else PrefixCoalitions(self.ranks.to(device))
 
     def take(self, index: Tensor) -> Tensor:
         index = index.to(self.device)
@@ -211,6 +252,11 @@ class IntervalCoalitions(CoalitionSet):
     @property
     def device(self) -> torch.device:
         return self.starts.device
+
+    def to(self, device: torch.device) -> IntervalCoalitions:
+        if self.device == device:
+            return self
+        return IntervalCoalitions(self.starts.to(device), self.ends.to(device), self.num_features)
 
     def take(self, index: Tensor) -> Tensor:
         position = torch.arange(self.num_features, device=index.device)
