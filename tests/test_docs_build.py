@@ -113,7 +113,7 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
         assert (html / "tutorials" / f"{notebook.stem}.html").exists(), notebook.name
 
 
-GUIDE_PAGES = sorted((DOCS / "guide").glob("*.md")) + [DOCS / "index.md"]
+GUIDE_PAGES = [*sorted((DOCS / "guide").glob("*.md")), DOCS / "index.md"]
 
 
 @pytest.mark.parametrize("page", GUIDE_PAGES, ids=[p.name for p in GUIDE_PAGES])
