@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
+import re
 import sys
 import types
 
@@ -45,9 +47,15 @@ def test_demo_writes_a_report_with_its_figures(quick_demo):
     page = report.read_text()
     for name in (*demo.METHODS, demo.RANDOM):
         assert name in page and name in printed
+    # One self-contained file: every image is embedded, the figures' own bytes.
+    sources = re.findall(r'<img src="([^"]*)"', page)
+    assert len(sources) >= 2
+    embedded = [base64.b64decode(s.removeprefix("data:image/png;base64,")) for s in sources]
+    assert all(s.startswith("data:image/png;base64,") for s in sources)
     for figure in ("heatmaps.png", "masking.png"):
-        assert f'src="{figure}"' in page
         assert (out / figure).read_bytes()[:8] == PNG
+        assert (out / figure).read_bytes() in embedded
+    assert "The table has one row per method" in page and "one symmetric colour scale" in page
     assert str(report) in printed
     assert "masking AUC" in printed
     assert "text section skipped" in printed  # --quick has no text section
