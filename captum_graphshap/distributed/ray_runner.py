@@ -1,0 +1,290 @@
+"""``explain_dataset``: any attribution method over a dataset, on Ray Data actors."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .shards import (
+    EXTRA_HINT,
+    ShardSettings,
+    call_factory,
+    check_manifest,
+    check_positive,
+    completed_shards,
+    dataset_length,
+    example_at,
+    explain_range,
+    write_shard,
+)
+
+#: ``attribute`` arguments that explain_dataset sets itself.
+_RESERVED = ("inputs", "generator")
+
+
+def require_ray() -> Any:
+    """Import Ray Data, or raise an ImportError that names the ``[ray]`` extra."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as error:
+        raise ImportError(
+            "captum_graphshap.distributed.explain_dataset runs on Ray Data, which is not "
+            f"installed: {EXTRA_HINT} (it pins the tested ray[data] release)."
+        ) from error
+    return ray
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetRun:
+    """What :func:`explain_dataset` did.
+
+    Attributes:
+        output_dir: the folder of the Parquet shards (read them with
+            :func:`~captum_graphshap.distributed.read_explanations`).
+        shards_written: shards explained by this call, in order.
+        shards_skipped: shards already on disk (a resumed run), in order.
+        examples_written: examples in the shards written.
+        num_actors: Ray actors used (0 when nothing was left to do).
+        device: ``"cuda"`` or ``"cpu"``: where the actors ran the model.
+        seconds: wall time of the Ray job.
+    """
+
+    output_dir: Path
+    shards_written: tuple[int, ...]
+    shards_skipped: tuple[int, ...]
+    examples_written: int
+    num_actors: int
+    device: str
+    seconds: float
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.examples_written / self.seconds if self.seconds > 0 else float("nan")
+
+
+class _ShardWorker:
+    """A Ray Data actor: builds the explainer once, then explains and writes shards."""
+
+    def __init__(
+        self,
+        explainer_factory: Callable[..., Any],
+        dataset: Any,
+        ids: Sequence[Any],
+        directory: str,
+        settings: ShardSettings,
+        attribute_kwargs: Mapping[str, Any],
+        use_gpu: bool,
+        threads: int,
+    ) -> None:
+        self.device = torch.device("cuda" if use_gpu else "cpu")
+        if not use_gpu:
+            torch.set_num_threads(threads)
+        self.explainer = call_factory(explainer_factory, self.device)
+        self.dataset, self.ids, self.directory = dataset, ids, Path(directory)
+        self.settings, self.attribute_kwargs = settings, attribute_kwargs
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        examples = []
+        for shard in batch["shard"].tolist():
+            start, stop = self.settings.bounds(shard)
+            fields = explain_range(
+                self.explainer,
+                self.dataset,
+                start,
+                stop,
+                self.settings,
+                self.attribute_kwargs,
+                self.device,
+            )
+            write_shard(self.directory, shard, self.ids[start:stop], fields)
+            examples.append(stop - start)
+        return {"shard": batch["shard"], "examples": np.asarray(examples)}
+
+
+def explain_dataset(
+    explainer_factory: Callable[..., Any],
+    dataset: Any,
+    output_dir: str | os.PathLike[str],
+    *,
+    ids: Sequence[Any] | None = None,
+    attribute_kwargs: Mapping[str, Any] | None = None,
+    shard_size: int = 64,
+    batch_size: int = 16,
+    seed: int | None = None,
+    num_actors: int | None = None,
+    use_gpu: bool | None = None,
+    cpus_per_actor: int = 1,
+    max_retries: int = 3,
+    overwrite: bool = False,
+    show_progress: bool = False,
+) -> DatasetRun:
+    """Explain every example of ``dataset`` on Ray Data actors; Parquet shards out.
+
+    The dataset is cut into shards of ``shard_size`` consecutive examples.
+    Ray Data's ``map_batches`` hands the shards to a pool of actors: one per
+    GPU of the Ray cluster, or one per ``cpus_per_actor`` CPUs when it has no
+    GPU. Each actor calls ``explainer_factory`` once (with the
+    ``torch.device`` it should use, when the factory takes an argument),
+    explains its shards in micro-batches of ``batch_size`` examples and
+    writes each shard, with the examples' ids, to
+    ``output_dir/shard-NNNNNN.parquet`` (atomically: a shard file exists only
+    when complete). A rerun skips the shards already written, so an
+    interrupted job resumes and loses nothing; a failed actor is restarted
+    and its shard retried by Ray (``max_retries`` times). Results do not
+    depend on the number of actors: a micro-batch starting at position ``p``
+    gets ``generator=torch.Generator().manual_seed(batch_seed(seed, p))``
+    when ``seed`` is given, so a run is reproducible to the last bit.
+
+    Without a running Ray session this calls ``ray.init()`` (a local one on
+    this machine); call ``ray.init(address=...)`` first to use a cluster. The
+    dataset and the factory are pickled to the actors, and ``output_dir``
+    must be a folder every actor can write (a shared filesystem on a
+    cluster).
+
+    Args:
+        explainer_factory: ``factory(device) -> Attribution`` (or
+            ``factory()``), e.g. ``lambda device: LShapley(load_model().to(device))``;
+            it runs once in each actor, so the model is loaded there.
+        dataset: a tensor or array (one example per row), a mapping of
+            columns with an ``"inputs"`` column (``"target"``,
+            ``"baselines"``, ``"feature_mask"`` optional), or a map-style
+            dataset whose items are an input, ``(input, target)`` or a dict
+            with those keys (``inputs`` may be a tuple of tensors).
+        output_dir: the folder of the shards and of ``_manifest.json``.
+        ids: one id per example (ints or strings), stored next to the
+            attributions; default the positions ``0..n-1``.
+        attribute_kwargs: more arguments of ``attribute``, the same for every
+            example (``target=3``, ``k=2``, ``n_samples=...``, ...).
+        shard_size: examples per shard (the unit of resumption and of
+            work handed to an actor).
+        batch_size: examples per ``attribute`` call inside a shard.
+        seed: seeds a generator per micro-batch for sampled methods; None
+            passes no generator (exact methods).
+        num_actors: actors in the pool; default one per GPU (or per
+            ``cpus_per_actor`` CPUs) of the Ray cluster.
+        use_gpu: one GPU per actor; default True when the cluster has GPUs.
+        cpus_per_actor: CPUs (and torch threads) per actor without GPUs.
+        max_retries: restarts of a failed actor and retries of its shard.
+        overwrite: delete the shards of an earlier run in ``output_dir``
+            instead of resuming it.
+        show_progress: show Ray Data's progress bars.
+
+    Returns:
+        A :class:`DatasetRun` saying which shards were written or skipped.
+
+    Raises:
+        ImportError: Ray is not installed (install the ``[ray]`` extra).
+        ValueError: bad arguments, found before Ray starts; or ``output_dir``
+            holds a run made with other settings.
+
+    Example (``tutorials/09_datasets_on_ray.ipynb`` runs it)::
+
+        from captum_graphshap import LShapley
+        from captum_graphshap.distributed import explain_dataset, read_explanations
+
+        run = explain_dataset(
+            lambda device: LShapley(model.to(device)), images, "explanations/",
+            attribute_kwargs={"target": 3, "k": 1},
+        )
+        phi = read_explanations("explanations/")["attributions"]
+    """
+    if not callable(explainer_factory):
+        raise TypeError(
+            "explainer_factory must be a callable returning an explainer, e.g. "
+            f"lambda device: LShapley(model.to(device)); got {type(explainer_factory).__name__}."
+        )
+    n = dataset_length(dataset)
+    if n == 0:
+        raise ValueError("dataset is empty: there is nothing to explain.")
+    example_at(dataset, 0)  # the example format is checked here, before Ray starts
+    ids = list(range(n)) if ids is None else list(ids)
+    if len(ids) != n:
+        raise ValueError(f"ids has {len(ids)} entries for {n} examples; give one id per example.")
+    if len(set(ids)) != n:
+        raise ValueError("ids must be unique: they identify the examples in the shards.")
+    kwargs = dict(attribute_kwargs or {})
+    reserved = sorted(set(kwargs) & set(_RESERVED))
+    if reserved:
+        raise ValueError(
+            f"attribute_kwargs may not set {reserved}: inputs come from the dataset and "
+            "the generator from seed=."
+        )
+    for value, name in ((shard_size, "shard_size"), (batch_size, "batch_size")):
+        check_positive(value, name)
+    check_positive(cpus_per_actor, "cpus_per_actor")
+    if num_actors is not None:
+        check_positive(num_actors, "num_actors")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}.")
+    ray = require_ray()
+
+    settings = ShardSettings(n, shard_size, batch_size, seed)
+    directory = Path(output_dir).resolve()
+    check_manifest(directory, settings, overwrite)
+    done = completed_shards(directory)
+    pending = [s for s in range(settings.n_shards) if s not in done]
+    skipped = tuple(sorted(s for s in done if s < settings.n_shards))
+    if not pending:
+        return DatasetRun(directory, (), skipped, 0, 0, "cpu", 0.0)
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=show_progress)
+    resources = ray.cluster_resources()
+    gpus = int(resources.get("GPU", 0))
+    gpu = gpus > 0 if use_gpu is None else bool(use_gpu)
+    if gpu and gpus == 0:
+        raise ValueError("use_gpu=True but the Ray cluster has no GPU; pass use_gpu=False.")
+    if num_actors is None:
+        num_actors = gpus if gpu else max(1, int(resources.get("CPU", 1)) // cpus_per_actor)
+    num_actors = min(num_actors, len(pending))
+
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = show_progress
+    shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
+    resources_per_actor = {"num_gpus": 1} if gpu else {"num_cpus": cpus_per_actor}
+    started = time.perf_counter()
+    summary = shards.map_batches(
+        _ShardWorker,
+        batch_size=1,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=num_actors, max_tasks_in_flight_per_actor=1),
+        fn_constructor_args=(
+            explainer_factory,
+            dataset,
+            ids,
+            str(directory),
+            settings,
+            kwargs,
+            gpu,
+            cpus_per_actor,
+        ),
+        # actor fault tolerance: a dead actor is restarted and its shard retried
+        ray_remote_args_fn=functools.partial(
+            dict, max_restarts=max_retries, max_task_retries=max_retries
+        ),
+        **resources_per_actor,
+    ).take_all()
+    seconds = time.perf_counter() - started
+    written = tuple(sorted(int(row["shard"]) for row in summary))
+    return DatasetRun(
+        directory,
+        written,
+        skipped,
+        int(sum(int(row["examples"]) for row in summary)),
+        num_actors,
+        "cuda" if gpu else "cpu",
+        seconds,
+    )
