@@ -10,7 +10,21 @@ from typing import Any
 
 from torch import Tensor
 
-from .results import C_SHAPLEY_1, C_SHAPLEY_2, RANDOM, DemoResult, why_ranking
+from .results import (
+    C_SHAPLEY_1,
+    C_SHAPLEY_2,
+    EXACT_PATCHES,
+    L_SHAPLEY,
+    RANDOM,
+    DemoResult,
+    why_ranking,
+)
+
+#: Pixels per feature of the patch methods: their maps are drawn per pixel (a
+#: patch's value spread evenly over its pixels), so that one colour scale
+#: compares them with the pixel methods (a 4x4 patch's value is the
+#: contribution of 16 pixels at once).
+PIXELS_PER_FEATURE = {L_SHAPLEY: 4, EXACT_PATCHES: 16}
 
 
 def _budget_note(evaluations: dict[str, float]) -> str:
@@ -43,15 +57,24 @@ def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any]:
 
 
 def plot_heatmaps(
-    path: Path, examples: Tensor, predicted: Tensor, attributions: dict[str, Tensor]
+    path: Path,
+    examples: Tensor,
+    predicted: Tensor,
+    attributions: dict[str, Tensor],
+    pixels_per_feature: dict[str, int] | None = None,
 ) -> None:
     """Digits (rows) by method (columns), one symmetric colour scale per row.
 
     In a row every method's map uses the same scale, ``[-m, m]`` with ``m``
-    the largest absolute attribution of the row, shown by the row's colour
-    bar: colours compare across methods, and white is exactly 0. Green is
-    evidence for the predicted class, red against it (Captum's colours).
+    the largest absolute value of the row, shown by the row's colour bar:
+    colours compare across methods, and white is exactly 0. Green is evidence
+    for the predicted class, red against it (Captum's colours). Maps are
+    drawn per pixel: a method whose features are patches
+    (``pixels_per_feature``, default :data:`PIXELS_PER_FEATURE`) has each
+    patch's value divided by its pixels, so every map sums to its method's
+    total attribution.
     """
+    spread = PIXELS_PER_FEATURE if pixels_per_feature is None else pixels_per_feature
     from matplotlib.colors import LinearSegmentedColormap, Normalize
 
     from ..viz import to_hwc
@@ -64,7 +87,7 @@ def plot_heatmaps(
         image = to_hwc(examples, i)
         axes[i][0].imshow(image[:, :, 0], cmap="gray", vmin=0, vmax=1)
         axes[i][0].set_title(("digit\n" if i == 0 else "") + f"predicted {int(predicted[i])}")
-        maps = [to_hwc(attributions[name], i).sum(axis=2) for name in names]
+        maps = [to_hwc(attributions[name], i).sum(axis=2) / spread.get(name, 1) for name in names]
         largest = max(float(abs(m).max()) for m in maps) or 1.0
         norm = Normalize(vmin=-largest, vmax=largest)
         drawn = None
@@ -74,15 +97,16 @@ def plot_heatmaps(
                 axes[i][j].set_title(name.replace(", ", "\n"))
         bar = figure.colorbar(drawn, ax=list(axes[i][1:]), shrink=0.9, aspect=12, pad=0.01)
         bar.ax.tick_params(labelsize=6)
-        bar.set_label("attribution", fontsize=6)
+        bar.set_label("attribution per pixel", fontsize=6)
     for row in axes:
         for axis in row:
             axis.set_xticks([])
             axis.set_yticks([])
             axis.title.set_fontsize(7)
     figure.suptitle(
-        "Attributions of the log-probability of the predicted class "
-        "(one colour scale per digit; green for, red against)",
+        "Attributions of the log-probability of the predicted class, per pixel "
+        "(one colour scale per digit; green for, red against; patch values spread over "
+        "their pixels)",
         fontsize=8,
     )
     figure.savefig(path, dpi=110)
@@ -178,7 +202,9 @@ log p(x) − log p(0) within {efficiency:.1e}.</p>
 <p>Green: evidence for the predicted class; red: against; white: 0. The maps
 of one digit (a row) share one symmetric colour scale, shown by the row's
 colour bar, so a paler map has smaller attributions, not just a different
-normalisation.</p>
+normalisation. Maps are per pixel: the patch methods' values are divided by
+the pixels of their patch (4 for 2x2, 16 for 4x4), so each map adds up to its
+method's total.</p>
 <img src="{_embedded(folder / heatmaps)}" alt="heatmaps" style="max-width:100%">
 {text_html}{notes}
 </body></html>
