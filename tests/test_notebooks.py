@@ -53,7 +53,7 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.setenv("GRAPHSHAP_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend, as for a user
     # one thread per kernel: the CI machine has two cores shared with pytest itself
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     client = nbclient.NotebookClient(
@@ -67,3 +67,12 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     elapsed = time.perf_counter() - start
     assert elapsed < timeout, f"{path.name} took {elapsed:.0f} s (limit {timeout} s)"
     assert list(work.iterdir()) == [], f"{path.name} wrote to the current directory"
+    shows = any("plt.show()" in cell.source for cell in nb.cells if cell.cell_type == "code")
+    images = [
+        output
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if "image/png" in output.get("data", {})
+    ]
+    assert images or not shows, f"{path.name} calls plt.show() but no figure was drawn"
