@@ -151,7 +151,12 @@ def why_ranking(result: DemoResult) -> list[str]:
     check = result.locality
     if check is not None:
         mean, error, wins = paired_difference(check.c_shapley, check.captum)
-        holds = "holds" if mean < 0 else "does not hold"
+        if mean < 0 and -mean > 2 * error:
+            holds = "holds"
+        elif mean < 0:
+            holds = "holds only within noise (less than 2 standard errors)"
+        else:
+            holds = "does not hold"
         paragraphs.append(
             "Beside it, the same digits, score and budget on a CNN without pooling "
             f"(test accuracy {check.accuracy:.1%}; each unit sees a 5x5 window, so pixels "
