@@ -23,10 +23,13 @@ from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
 
-INTERVALS: tuple[str, ...] = ("normal", "bootstrap")
+INTERVALS: tuple[str, ...] = ("t", "normal", "bootstrap")
 
 #: Captum's default number of orderings
 DEFAULT_ORDERINGS = 25
+#: the default with ``return_uncertainty=True`` and ``antithetic=True``:
+#: an interval needs whole antithetic pairs
+DEFAULT_PAIRED_ORDERINGS = 26
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,20 +37,29 @@ class ShapleySamplingOptions(Options):
     """Options of :class:`ShapleySampling`.
 
     Args:
-        n_samples: number of orderings (Captum's meaning, default 25); each
-            costs at most ``d - 1`` evaluations besides the shared empty and
-            full coalitions. Even when ``antithetic``.
+        n_samples: number of orderings (Captum's meaning, default 25; 26 with
+            ``return_uncertainty`` and ``antithetic``); each costs at most
+            ``d - 1`` evaluations besides the shared empty and full
+            coalitions. With ``antithetic`` an odd count is ``n // 2``
+            antithetic pairs plus one independent ordering (the estimate is
+            the mean over all ``n``, still unbiased); an interval needs an
+            even count then.
         budget: model evaluations per example instead of ``n_samples``: the
             most orderings with ``2 + (d - 1) M <= budget`` (``(d + 1) M``
             with ``references``, whose rows differ per ordering).
-        antithetic: pair each ordering with its reverse.
+        antithetic: pair each ordering with its reverse (default True, as in
+            :class:`Shear`): exact for games of order two, and never less
+            accurate than independent orderings in our benchmarks.
         generator: ``torch.Generator`` for orderings, references and the
             bootstrap; the same seed gives the same result.
         return_uncertainty: also return ``half_width``, the interval
             half-widths.
         confidence: the interval's confidence level, in (0, 1).
-        interval: ``"normal"`` (``z * SSD / sqrt(M)``) or ``"bootstrap"``
-            (percentile interval of 1000 resampled means, halved).
+        interval: ``"t"`` (default: ``t_{K-1} * SSD / sqrt(K)`` over the
+            ``K`` independent samples, orderings or antithetic pairs),
+            ``"normal"`` (the same with the normal ``z``, which under-covers
+            at few samples) or ``"bootstrap"`` (percentile interval of 1000
+            resampled means, halved).
         references: a background set ``(B, ...)`` replacing ``baselines``:
             each ordering takes one reference drawn uniformly, so the estimate
             and its interval cover both the orderings and the references.
@@ -55,11 +67,11 @@ class ShapleySamplingOptions(Options):
 
     n_samples: Any = None
     budget: Any = None
-    antithetic: bool = False
+    antithetic: bool = True
     generator: Any = None
     return_uncertainty: bool = False
     confidence: float = 0.95
-    interval: str = "normal"
+    interval: str = "t"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,11 +86,11 @@ class ShapleySamplingOptions(Options):
     def minimum(self) -> int:
         if self.return_uncertainty:
             return 4 if self.antithetic else 2
-        return 2 if self.antithetic else 1
+        return 1
 
 
 def check_orderings(n_samples: Any, antithetic: bool, uncertainty: bool) -> int:
-    minimum = (4 if antithetic else 2) if uncertainty else (2 if antithetic else 1)
+    minimum = (4 if antithetic else 2) if uncertainty else 1
     count = check_count(
         n_samples,
         "n_samples",
@@ -87,10 +99,11 @@ def check_orderings(n_samples: Any, antithetic: bool, uncertainty: bool) -> int:
         if uncertainty
         else "",
     )
-    if antithetic and count % 2:
+    if antithetic and uncertainty and count % 2:
         raise ValueError(
-            f"n_samples must be even with antithetic=True (orderings come with their "
-            f"reverses), got {count}; use {count + 1}."
+            f"n_samples must be even with antithetic=True and return_uncertainty=True (the "
+            f"interval's samples are antithetic pairs), got {count}; use {count + 1}, or "
+            "antithetic=False."
         )
     return count
 
@@ -105,7 +118,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     same arguments). Each example gets its own orderings; their :math:`d + 1`
     prefixes are deduplicated and evaluated in few batched model calls.
 
-    Beyond Captum: ``antithetic=True`` pairs each ordering with its reverse;
+    Beyond Captum: ``antithetic=True`` (the default) pairs each ordering with
+    its reverse, which makes the estimate exact for games of order two
+    (``antithetic=False`` draws Captum's independent orderings);
     ``references`` samples one reference per ordering (Merrick & Taly, "The
     Explanation Game"); ``return_uncertainty=True`` returns the half-width
     of a confidence interval over the independent samples; ``budget=``
@@ -165,7 +180,8 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     def _orderings(options: ShapleySamplingOptions, d: int) -> int:
         if options.budget is None:
             if options.n_samples is None:
-                return DEFAULT_ORDERINGS
+                paired = options.antithetic and options.return_uncertainty
+                return DEFAULT_PAIRED_ORDERINGS if paired else DEFAULT_ORDERINGS
             return check_orderings(
                 options.n_samples, options.antithetic, options.return_uncertainty
             )
@@ -176,7 +192,8 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         count = samples_within(
             options.budget, fixed, per_ordering, options.minimum(), "ShapleySampling"
         )
-        return count - count % 2 if options.antithetic else count
+        paired = options.antithetic and options.return_uncertainty
+        return count - count % 2 if paired else count
 
 
 def _sampled_references(
@@ -185,8 +202,10 @@ def _sampled_references(
     """One reference per ordering, drawn uniformly (an antithetic pair shares one),
     repeated over the ordering's ``d + 1`` prefixes."""
     batch, orderings, d = ranks.shape
-    drawn = orderings // 2 if antithetic else orderings
-    reference = random_indices(game.num_references, (batch, drawn), generator, game.device)
+    pairs = orderings // 2 if antithetic else 0
+    reference = random_indices(
+        game.num_references, (batch, orderings - pairs), generator, game.device
+    )
     if antithetic:
-        reference = torch.cat([reference, reference], dim=1)
+        reference = torch.cat([reference[:, :pairs], reference], dim=1)
     return reference.repeat_interleave(d + 1, dim=1).reshape(-1)

@@ -7,7 +7,10 @@ coalitions to evaluate, drawn with a ``torch.Generator``) and an estimator
 * permutation sampling: marginal contributions along random orderings,
   optionally antithetic (each ordering with its reverse);
 * paired KernelSHAP: coalitions drawn from the Shapley kernel with their
-  complements, and the efficiency-constrained least-squares fit;
+  complements, and the efficiency-constrained least-squares fit; or drawn
+  size-stratified, enumerating the sizes with few coalitions
+  (:func:`stratified_paired_coalitions`, used by the regression-adjusted
+  estimator of ``plans/regression_adjusted.py``);
 * SHEAR's Eq. (14): an exact Shapley sum over a feature's cooperators with
   the other features present at random, antithetically paired.
 
@@ -17,13 +20,13 @@ The functions are pure tensor maths; ``attr/sampling.py`` and
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan, PrefixCoalitions
-from ..uncertainty.intervals import normal_quantile
 
 #: Bootstrap resamples of ``interval="bootstrap"``.
 BOOTSTRAP_RESAMPLES = 1000
@@ -60,14 +63,19 @@ def permutation_ranks(
 
     Each example gets its own orderings, so the errors of different examples
     are independent (intervals hold per example, not just on average over a
-    batch). With ``antithetic`` the second half are the first half reversed
-    (``M`` must be even), so each feature's early and late positions pair up.
+    batch). With ``antithetic`` the first ``M // 2`` orderings are followed by
+    their reverses, so each feature's early and late positions pair up; an
+    odd ``M`` adds one independent ordering last (the mean over all ``M``
+    stays unbiased).
     """
-    drawn = num_permutations // 2 if antithetic else num_permutations
+    pairs = num_permutations // 2 if antithetic else 0
+    drawn = num_permutations - pairs
     scores = uniform((batch, drawn, num_features), generator, device)
     ranks = scores.argsort(dim=2).argsort(dim=2)
     if antithetic:
-        ranks = torch.cat([ranks, num_features - 1 - ranks], dim=1)
+        ranks = torch.cat(
+            [ranks[:, :pairs], num_features - 1 - ranks[:, :pairs], ranks[:, pairs:]], 1
+        )
     return ranks
 
 
@@ -83,7 +91,9 @@ def permutation_plan(ranks: Tensor, antithetic: bool) -> Plan:
     example_index = torch.arange(batch, device=ranks.device).repeat_interleave(orderings * (d + 1))
 
     def estimate(values: Tensor) -> Tensor:
-        return permutation_samples(values, ranks, antithetic).mean(dim=1)
+        if antithetic and orderings % 2 == 0:
+            return permutation_samples(values, ranks, antithetic).mean(dim=1)
+        return permutation_samples(values, ranks, False).mean(dim=1)
 
     return Plan(PrefixCoalitions(ranks), estimate, example_index)
 
@@ -91,7 +101,7 @@ def permutation_plan(ranks: Tensor, antithetic: bool) -> Plan:
 def permutation_samples(values: Tensor, ranks: Tensor, antithetic: bool) -> Tensor:
     """The independent samples ``(N, K, d)`` of a permutation plan's ``(R,)`` values.
 
-    ``K`` is the number of orderings, or of antithetic pairs.
+    ``K`` is the number of orderings, or of antithetic pairs (``M`` even).
     """
     contributions = permutation_contributions(values.view(*ranks.shape[:2], -1), ranks)
     return pair_antithetic(contributions) if antithetic else contributions
@@ -135,15 +145,25 @@ def mean_and_half_width(
 ) -> tuple[Tensor, Tensor]:
     """Mean over i.i.d. samples ``(N, K, d)`` and the half-width of its interval.
 
-    ``"normal"``: ``z * SSD / sqrt(K)`` (Merrick & Taly), SSD the sample
-    standard deviation. ``"bootstrap"``: half the distance between the
-    percentile bounds of 1000 resampled means, which needs no normality.
+    ``"t"``: ``t_{K-1} * SSD / sqrt(K)``, SSD the sample standard deviation
+    and ``t_{K-1}`` Student's quantile with ``K - 1`` degrees of freedom
+    (exact for normal samples; Merrick & Taly's normal ``z`` under-covers at
+    few samples). ``"normal"``: the same with the normal ``z``.
+    ``"bootstrap"``: half the distance between the percentile bounds of 1000
+    resampled means, which needs no normality.
     """
+    from ..uncertainty.intervals import normal_quantile, student_t_quantile
+
     mean = samples.mean(dim=1)
     count = samples.shape[1]
-    if interval == "normal":
+    if interval in ("t", "normal"):
         spread = samples.std(dim=1, unbiased=True)
-        return mean, normal_quantile(confidence) * spread / math.sqrt(count)
+        quantile = (
+            student_t_quantile(confidence, count - 1)
+            if interval == "t"
+            else normal_quantile(confidence)
+        )
+        return mean, quantile * spread / math.sqrt(count)
     picks = random_indices(count, (BOOTSTRAP_RESAMPLES, count), generator, samples.device)
     weights = torch.zeros(BOOTSTRAP_RESAMPLES, count, dtype=samples.dtype, device=samples.device)
     weights.scatter_add_(1, picks, torch.ones_like(picks, dtype=samples.dtype))
@@ -202,6 +222,108 @@ def kernel_coalitions(
     pairs = (num_samples + 1) // 2
     drawn = sample_kernel_coalitions((pairs,), num_features, generator).to(device)
     return torch.stack([drawn, ~drawn], dim=1).reshape(2 * pairs, num_features)
+
+
+def size_allocation(d: int, pairs: int) -> list[tuple[int, int, float]]:
+    """How many complementary pairs of each size pair ``(s, d - s)`` to draw.
+
+    Pairs are spread evenly over the size pairs ``s = 1 .. d // 2`` (the
+    leverage-score distribution of Musco & Witter, which measured a little
+    better than the kernel's own here); a size pair with fewer coalitions
+    than its share is enumerated whole and its surplus goes to the others.
+    Returns ``(s, count, kernel_mass)`` for each size pair with
+    ``kernel_mass`` the Shapley kernel's total weight on it.
+    """
+    sizes = list(range(1, d // 2 + 1))
+    capacity = {s: math.comb(d, s) // (2 if 2 * s == d else 1) for s in sizes}
+    kernel = {s: (1.0 if 2 * s == d else 2.0) / (s * (d - s)) for s in sizes}
+    share = {s: (1.0 if 2 * s == d else 2.0) for s in sizes}
+    counts: dict[int, int] = {}
+    left, open_sizes = pairs, list(sizes)
+    while open_sizes:
+        total = sum(share[s] for s in open_sizes)
+        full = [s for s in open_sizes if left * share[s] / total >= capacity[s]]
+        if not full:
+            break
+        for s in full:
+            counts[s] = capacity[s]
+            left -= capacity[s]
+            open_sizes.remove(s)
+    if open_sizes:
+        total = sum(share[s] for s in open_sizes)
+        raw = {s: left * share[s] / total for s in open_sizes}
+        for s in open_sizes:
+            counts[s] = int(raw[s])
+        rest = left - sum(counts[s] for s in open_sizes)
+        by_remainder = sorted(open_sizes, key=lambda s: (int(raw[s]) - raw[s], s))
+        for s in by_remainder[:rest]:
+            counts[s] += 1
+    return [(s, counts.get(s, 0), kernel[s]) for s in sizes]
+
+
+#: a size with at most this many coalitions is enumerated, then subsampled
+ENUMERATE_UP_TO = 50_000
+
+
+def distinct_subsets(
+    d: int, size: int, count: int, generator: torch.Generator | None, half: bool = False
+) -> Tensor:
+    """``(count, d)`` distinct uniform coalitions of ``size`` members (on the generator's device).
+
+    With ``half`` (``2 size == d``) one coalition of each complementary pair:
+    those holding feature 0.
+    """
+    device = generator.device if generator is not None else torch.device("cpu")
+    available = math.comb(d, size) // (2 if half else 1)
+    if available <= ENUMERATE_UP_TO:
+        members = torch.tensor(
+            list(itertools.combinations(range(d), size)), dtype=torch.long, device=device
+        ).view(-1, size)
+        if half:
+            members = members[members[:, 0] == 0]
+        pick = torch.randperm(members.shape[0], generator=generator, device=device)[:count]
+        rows = torch.zeros(count, d, dtype=torch.bool, device=device)
+        return rows.scatter_(1, members[pick], True)
+    rows = torch.zeros(0, d, dtype=torch.bool, device=device)
+    while rows.shape[0] < count:
+        keys = torch.rand(2 * count, d, generator=generator, device=device)
+        drawn = keys.argsort(dim=1).argsort(dim=1) < size
+        if half:
+            drawn = torch.where(drawn[:, :1], drawn, ~drawn)
+        merged = torch.cat([rows, drawn])
+        _, inverse = torch.unique(merged, dim=0, return_inverse=True)
+        first = torch.full((int(inverse.max()) + 1,), merged.shape[0], device=device)
+        first = first.scatter_reduce(
+            0, inverse, torch.arange(merged.shape[0], device=device), "amin"
+        )
+        rows = merged[first.sort().values]
+    return rows[:count]
+
+
+def stratified_paired_coalitions(
+    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """``pairs`` distinct coalitions ``(P, d)``, one of each complementary pair, and weights.
+
+    Sizes are allocated by :func:`size_allocation`: small sizes (and their
+    complements) are enumerated, the others drawn uniformly without
+    replacement, so every evaluation is of a new coalition. ``weights``
+    ``(P,)`` float64 give each pair its size pair's Shapley-kernel mass over
+    the number drawn of it, so a kernel-weighted fit stays consistent. ``P``
+    is ``pairs`` or, when that exceeds them, every pair there is.
+    """
+    d = num_features
+    rows, weights = [], []
+    for size, count, mass in size_allocation(d, pairs):
+        if count == 0:
+            continue
+        rows.append(distinct_subsets(d, size, count, generator, half=2 * size == d))
+        weights.append(torch.full((count,), mass / count, dtype=torch.float64))
+    if not rows:
+        return torch.zeros(0, d, dtype=torch.bool, device=device), torch.zeros(
+            0, dtype=torch.float64, device=device
+        )
+    return torch.cat(rows).to(device), torch.cat(weights).to(device)
 
 
 def paired_kernel_plan(

@@ -1,0 +1,165 @@
+r"""Regression-adjusted Shapley estimation with a cubic surrogate fitted from the samples.
+
+The plan (:func:`cubic_kernel_plan`) is paired and size-stratified
+(:func:`~captum_graphshap.plans.sampling.stratified_paired_coalitions`):
+each sampled coalition comes with its complement, sizes with few coalitions
+are enumerated, and no budget is spent on duplicates.
+
+The estimator splits each pair's values into an odd part
+``u(S) = (v(S) - v(D - S)) / 2`` and an even part ``(v(S) + v(D - S)) / 2``.
+Only the odd part carries Shapley value, and paired KernelSHAP is the
+kernel-weighted least-squares fit of ``u`` by the linear parities
+``s_i = 2 z_i - 1`` (so it is exact for games of order two). Here the basis
+also holds the parities of the triples whose pairs interact most, chosen from
+the even part's pairwise coefficients (free: the same samples) or from SHEAR's
+cross-contributions, and the estimate is the closed-form Shapley value of the
+fitted :class:`~captum_graphshap.plans.surrogates.OddCubicSurrogate`.
+
+Why this is regression adjustment: the linear parities are in the basis, so
+the kernel-weighted residual ``v - g`` is orthogonal to them and its
+KernelSHAP estimate is 0; ``phi(g)`` is therefore KernelSHAP's estimate,
+``phi(g) + KernelSHAP(v - g)``, with the residual's error only, and it is
+exact (like KernelSHAP) once every coalition is sampled. On smooth models the
+order-three parities carry most of what pairing leaves, so the error drops by
+3-20x at 256-4,096 evaluations (``benchmarks/estimators.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..engine.plan import DenseCoalitions, Plan
+from .sampling import stratified_paired_coalitions
+from .surrogates import OddCubicSurrogate, odd_features, select_triples
+
+#: Triples are fitted only when there are at least this many pairs per feature:
+#: below, the linear fit needs every sample (measured: 8 d evaluations at d = 16
+#: gain nothing from triples).
+MIN_PAIRS_PER_FEATURE = 6
+#: Parameters (linear + triples) as a share of the pairs.
+PARAMETERS_PER_PAIR = 0.35
+#: The even part's pairwise fit (the free triple selection) up to this many features.
+MAX_PAIRWISE_FIT_FEATURES = 64
+
+
+def triple_count(d: int, pairs: int, informed: bool = False) -> int:
+    """Triples the cubic surrogate fits with ``pairs`` sampled pairs.
+
+    Chosen from the samples' own even part (``informed`` False) they need
+    ``6 d`` pairs or more; chosen from derivatives (``informed``), any
+    pairs left after the linear terms serve.
+    """
+    if d < 3 or (not informed and pairs < MIN_PAIRS_PER_FEATURE * d):
+        return 0
+    return max(0, min(d * (d - 1) * (d - 2) // 6, int(PARAMETERS_PER_PAIR * pairs) - d))
+
+
+def cubic_kernel_plan(
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    triples: int | None = None,
+    strength: Tensor | None = None,
+) -> Plan:
+    """Shared plan: the endpoints, ``pairs`` stratified coalitions, then their complements.
+
+    Args:
+        num_features: ``d >= 2``.
+        pairs: sampled complementary pairs (``2 pairs + 2`` evaluations).
+        triples: triples in the surrogate; None: :func:`triple_count`.
+        strength: ``(N, d, d)`` interaction scores choosing the triples
+            (SHEAR's cross-contributions); None: the even part's pairwise fit.
+
+    The estimator maps ``(N, 2 + 2 pairs)`` values to ``(N, d)``.
+    """
+    d = num_features
+    sampled, weights = stratified_paired_coalitions(d, pairs, generator, device)
+    if triples is None:
+        count = triple_count(d, sampled.shape[0], informed=strength is not None)
+    else:
+        count = triples
+    endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
+    endpoints[1] = True
+    rows = torch.cat([endpoints, sampled, ~sampled])
+
+    def estimate(values: Tensor) -> Tensor:
+        return cubic_shapley(sampled, weights, values, count, strength)
+
+    return Plan(DenseCoalitions(rows), estimate, distinct=True)
+
+
+def cubic_shapley(
+    sampled: Tensor,
+    weights: Tensor,
+    values: Tensor,
+    triples: int,
+    strength: Tensor | None = None,
+) -> Tensor:
+    """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`cubic_kernel_plan`'s rows."""
+    pairs = sampled.shape[0]
+    empty, full = values[:, 0], values[:, 1]
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    odd = (inside - outside) / 2
+    d = sampled.shape[1]
+    if triples > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
+        strength = even_pairwise(sampled, weights, (inside + outside) / 2)
+    chosen = (
+        select_triples(strength, triples)
+        if triples > 0 and strength is not None
+        else values.new_zeros(values.shape[0], 0, 3, dtype=torch.long)
+    )
+    return fit_odd_surrogate(sampled, weights, odd, (full - empty) / 2, chosen).shapley()
+
+
+def fit_odd_surrogate(
+    sampled: Tensor, weights: Tensor, odd: Tensor, total: Tensor, triples: Tensor
+) -> OddCubicSurrogate:
+    """Kernel-weighted least squares of the odd values with ``sum f = u(D)`` enforced.
+
+    Args:
+        sampled: ``(P, d)`` bool, one coalition of each pair.
+        weights: ``(P,)`` kernel weights.
+        odd: ``(N, P)`` ``(v(S) - v(D - S)) / 2``.
+        total: ``(N,)`` ``(v(D) - v(empty)) / 2``: at ``s = 1`` every parity is 1.
+        triples: ``(N, k, 3)``.
+    """
+    dtype = odd.dtype
+    d = sampled.shape[1]
+    design = odd_features(sampled, triples, dtype)  # (N, P, p)
+    w = weights.to(dtype)
+    weighted = design * w[None, :, None]
+    gram = weighted.transpose(1, 2) @ design
+    target = (weighted.transpose(1, 2) @ odd[..., None])[..., 0]
+    inverse = torch.linalg.pinv(gram, hermitian=True)
+    free = (inverse @ target[..., None])[..., 0]
+    pull = inverse.sum(dim=2)  # A^-1 1
+    gap = (free.sum(dim=1) - total) / pull.sum(dim=1)
+    coefficients = free - gap[:, None] * pull
+    return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], triples)
+
+
+def even_pairwise(sampled: Tensor, weights: Tensor, even: Tensor) -> Tensor:
+    """``(N, d, d)`` pairwise coefficients of the even part ``c + sum g_ij s_i s_j``.
+
+    A weighted minimum-norm least-squares fit, solved in the smaller of its
+    two dimensions (pairs or ``1 + d (d - 1) / 2`` parameters). Used only to
+    rank interactions, so its accuracy matters little.
+    """
+    dtype = even.dtype
+    d = sampled.shape[1]
+    s = 2 * sampled.to(dtype) - 1
+    upper = torch.triu_indices(d, d, 1, device=sampled.device)
+    design = torch.cat([torch.ones_like(s[:, :1]), s[:, upper[0]] * s[:, upper[1]]], dim=1)
+    root = weights.to(dtype).sqrt()[:, None]
+    scaled = design * root
+    targets = even * root[:, 0]
+    if scaled.shape[1] <= scaled.shape[0]:
+        solution = targets @ (torch.linalg.pinv(scaled.T @ scaled, hermitian=True) @ scaled.T).T
+    else:
+        solution = targets @ (scaled.T @ torch.linalg.pinv(scaled @ scaled.T, hermitian=True)).T
+    matrix = solution.new_zeros(even.shape[0], d, d)
+    matrix[:, upper[0], upper[1]] = solution[:, 1:]
+    return matrix + matrix.transpose(1, 2)
