@@ -1,6 +1,6 @@
 """Bivariate Shapley: cost of the whole d x d matrix, and the paper's Table 2 analogue.
 
-Prints, measured in one run (issue 5, item 6):
+Prints, measured in one run:
 
 1. Seconds per explained example for the whole bivariate matrix with
    ``method="kernel"`` (the paper's Alg. 2) and ``method="sampling"`` (Alg. 1),

@@ -1,6 +1,6 @@
 """L-Shapley and C-Shapley: engine overhead, speed against Captum and SHAP, masking curves.
 
-Prints, measured in one run (issue 3, item 6):
+Prints, measured in one run:
 
 1. Engine overhead: LShapley/CShapley wall time against pushing the same rows
    (built from the same plan with ``torch.where``, pre-built, in the same
