@@ -60,33 +60,66 @@ def hessian_feature_matrix(
 ) -> Tensor:
     """``(N, d, d)`` ``s[n, i, j] = delta_i^T H delta_j``, ``H`` the Hessian at ``inputs``.
 
-    One Hessian-vector product per feature ``j`` (forward-over-reverse
-    ``jvp`` of ``grad`` in ``torch.func``), vmapped over ``j`` in chunks and
-    shared by the whole batch: each example's output depends on its own row
-    only, so the Hessian of the batch sum is block diagonal and one product
-    with the stacked directions gives every example's ``H delta_j``. No dense
+    One Hessian-vector product per feature ``j`` (reverse over reverse: the
+    gradient of ``grad f . delta_j``), with a chunk of directions stacked
+    along the batch: each example's output depends on its own row only, so
+    the Hessian of the sum over ``c`` stacked copies of the batch is block
+    diagonal and one double backward gives every copy's product. No dense
     Hessian of the inputs is ever formed: O(d) products, a ``d x d`` result.
+    Plain ``torch.autograd`` on purpose: the first ``torch.func.jvp`` of a
+    process spends seconds scripting decompositions with the deprecated
+    ``torch.jit.script`` (and warns), and the first ``torch.func`` transform
+    imports ``torch._dynamo``.
     """
-    argnums = tuple(range(len(inputs)))
-
-    def total(*xs: Tensor) -> Tensor:
-        return value_fn(*xs).sum()
-
-    gradient = torch.func.grad(total, argnums=argnums)
-
-    def second_order(feature: Tensor) -> Tensor:
-        # s[n, i] = delta_i^T H delta_j for this j = ``feature``
-        tangents = tuple(
-            delta * (mask == feature).to(delta.dtype) for delta, mask in zip(deltas, masks)
-        )
-        hvp = torch.func.jvp(gradient, inputs, tangents)[1]
-        return feature_sums(tuple(delta * h for delta, h in zip(deltas, hvp)), masks, num_features)
-
+    batch = inputs[0].shape[0]
     elements = sum(t.numel() for t in inputs)
     chunk = max(1, ELEMENTS_PER_CHUNK // max(1, elements))
     features = torch.arange(num_features, device=inputs[0].device)
-    per_direction = torch.func.vmap(second_order, chunk_size=chunk)(features)  # (j, N, i)
-    return per_direction.detach().permute(1, 2, 0)  # (N, i, j)
+    per_direction: list[Tensor] = []
+    for start in range(0, num_features, chunk):
+        ids = features[start : start + chunk]
+        copies = ids.numel()
+        rows = tuple(
+            x.detach()
+            .unsqueeze(0)
+            .expand(copies, *x.shape)
+            .reshape(copies * batch, *x.shape[1:])
+            .requires_grad_(True)
+            for x in inputs
+        )
+        # delta_j: delta restricted to feature j, one direction per stacked copy
+        tangents = tuple(
+            (delta.unsqueeze(0) * (mask.unsqueeze(0) == ids.view(-1, *([1] * mask.dim()))))
+            .to(delta.dtype)
+            .reshape(copies * batch, *delta.shape[1:])
+            for delta, mask in zip(deltas, masks)
+        )
+        with torch.enable_grad():
+            grads = torch.autograd.grad(
+                value_fn(*rows).sum(), rows, create_graph=True, allow_unused=True
+            )
+            directional = sum(
+                ((g * t).sum() for g, t in zip(grads, tangents) if g is not None),
+                rows[0].new_zeros(()),
+            )
+            hvp = (  # H^T delta_j
+                torch.autograd.grad(directional, rows, allow_unused=True)
+                if directional.requires_grad
+                else (None,) * len(rows)
+            )
+        products = tuple(
+            (torch.zeros_like(r) if h is None else h.detach()).view(copies, *x.shape)
+            * delta.unsqueeze(0)
+            for h, r, x, delta in zip(hvp, rows, inputs, deltas)
+        )
+        per_direction.append(
+            feature_sums(  # (copies, N, i): delta_i^T H^T delta_j = s[n, j, i]
+                tuple(p.reshape(copies * batch, *p.shape[2:]) for p in products),
+                tuple(_repeat_mask(m, copies, batch) for m in masks),
+                num_features,
+            ).view(copies, batch, num_features)
+        )
+    return torch.cat(per_direction).permute(1, 0, 2)  # (N, i, j) = (N, j, i) transposed
 
 
 def gradient_cross_contributions(
