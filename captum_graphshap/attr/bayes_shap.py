@@ -10,14 +10,13 @@ from typing import Any
 
 import captum.attr as captum_attr
 import torch
-from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
-from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, run_bayes_shap
+from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapRounds
 from ..uncertainty.intervals import check_confidence
 from ._options import check_flag, check_generator
-from .base import KernelAttribution, Options, Outcome
+from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
 
 
@@ -75,14 +74,17 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     with a conjugate Normal-Inv-:math:`\chi^2` prior. The posterior mean is
     the attribution; each feature's marginal posterior is a Student t, whose
     central interval at ``confidence`` is returned as a half-width. As in
-    DESIGN.md section 4, and unlike the authors' release, the KernelSHAP
+    docs/definitions.md, and unlike the authors' release, the KernelSHAP
     weights are normalised (mean 1, so the unit prior does not shrink the
     estimate) and both endpoints are enforced, so the attributions sum to
     :math:`f(x) - f(b)` and the 95% intervals cover the exact Shapley value
-    at 92-95% (``benchmarks/uncertainty.py``; DESIGN.md reports about 35% for
-    a literal port of the release). Coalitions are drawn
-    from the KernelSHAP distribution; only ``d x d`` statistics per example
-    are kept, never a sample-by-sample weight matrix.
+    at 92-95% (``benchmarks/uncertainty.py``; docs/definitions.md reports about 35% for
+    a literal port of the release). Coalitions are drawn from the KernelSHAP
+    distribution in complementary pairs (as :class:`PairedKernelShap`, whose
+    accuracy the posterior mean then matches); only ``d x d`` statistics per
+    example are kept, never a sample-by-sample weight matrix. Each round of
+    sampling is a plan evaluated by the engine, its estimator the posterior
+    update.
 
     ``focused=True`` spends half the budget on the paper's focused
     (uncertainty) sampling, Alg. 2: candidates are chosen with probability
@@ -132,13 +134,7 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
         corners[1] = True
         endpoints = game.evaluate(corners, distinct=True, desc=self.progress_desc)
 
-        def evaluate(examples: Tensor, coalitions: Tensor) -> Tensor:
-            return game.evaluate_rows(
-                examples, coalitions, show_progress=show_progress, desc=self.progress_desc
-            )
-
-        posterior, report = run_bayes_shap(
-            evaluate,
+        rounds = BayesShapRounds(
             endpoints[:, 0],
             endpoints[:, 1],
             d,
@@ -149,6 +145,11 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
             max_samples=cap,
             generator=options.generator,
         )
+        plan = rounds.next_plan()  # each round: plan -> evaluate -> estimate (posterior update)
+        while plan is not None:
+            plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc))
+            plan = rounds.next_plan()
+        posterior, report = rounds.result()
         if width is not None and "max_samples" in report.stopped_by:
             missed = report.stopped_by.count("max_samples")
             needed = report.perturbations_needed

@@ -205,7 +205,8 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
                 if count >= d - 1  # every coalition is evaluated: exact, no eta needed
                 else _cross_contributions(game, options.cross_contribution)
             )
-            pairs = (d * n_samples - 2) // 2
+            spent = int((game.evaluations - before).max())
+            pairs = (self._rows(options, d, n_samples, spent) - 2) // 2
             plan = cubic_kernel_plan(d, pairs, options.generator, game.device, strength=strength)
         derivatives = game.evaluations - before
         values = evaluate_plan(game, plan, show_progress, self.progress_desc)
@@ -215,17 +216,18 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
         return Outcome(plan.estimator(values), extras)
 
     @staticmethod
+    def _rows(options: ShearOptions, d: int, n_samples: int, derivatives: int) -> int:
+        """Coalitions the regression estimator evaluates: ``d N``, or all that the
+        budget leaves after the derivatives spent (it needs no power of two)."""
+        if options.budget is None:
+            return d * n_samples
+        return min(options.budget - derivatives, 2**d)
+
+    @staticmethod
     def _samples(options: ShearOptions, d: int) -> int:
         if options.budget is None:
             return 16 if options.n_samples is None else _check_budget(options.n_samples)
-        derivatives = (
-            1
-            + {  # 1: the forward that checks the output is differentiable
-                "hessian": HVP_COST * d,
-                "gradient": GRADIENT_COST * (d + 1),
-                "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
-            }[options.cross_contribution]
-        )
+        derivatives = _derivative_cost(options.cross_contribution, d)
 
         def cost(n: int) -> int:  # an exact plan (n >= 2^d) needs no derivatives
             return d * n + (0 if n >= 2**d else derivatives)
@@ -249,6 +251,18 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             keep = ~torch.eye(d, dtype=torch.bool, device=game.device)
             return others[keep].view(d, d - 1).expand(game.batch_size, d, d - 1)
         return select_cooperators(_cross_contributions(game, kind), count)
+
+
+def _derivative_cost(kind: str, d: int) -> int:
+    """Forward equivalents of the cross-contributions, at most (``"auto"``: both forms)."""
+    return (
+        1
+        + {  # 1: the forward that checks the output is differentiable
+            "hessian": HVP_COST * d,
+            "gradient": GRADIENT_COST * (d + 1),
+            "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
+        }[kind]
+    )
 
 
 def _check_floating(game: CoalitionGame) -> None:

@@ -1,4 +1,4 @@
-r"""BayesSHAP (Slack, Hilgard, Singh and Lakkaraju, NeurIPS 2021) as DESIGN.md section 4 pins it.
+r"""BayesSHAP (Slack, Hilgard, Singh and Lakkaraju, NeurIPS 2021) as docs/definitions.md pins it.
 
 KernelSHAP as a Bayesian weighted linear regression of the game on the
 members of sampled coalitions ``z``:
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..plans.sampling import sample_kernel_coalitions
+from ..engine.plan import DenseCoalitions, Plan
 from .intervals import student_t_quantile
 
 #: Focused sampling (the paper's Alg. 2): candidates drawn per selected row,
@@ -208,6 +208,151 @@ class BayesShapReport:
     perturbations_needed: Tensor | None
 
 
+class BayesShapRounds:
+    """BayesSHAP's adaptive sampling as a sequence of plans.
+
+    Each round is a :class:`~captum_graphshap.engine.plan.Plan` of
+    per-example coalitions, evaluated by the engine like every other plan;
+    its estimator adds the rows to the sufficient statistics and returns the
+    updated posterior. :meth:`next_plan` then says what to sample next (None:
+    done), so a method is plan -> evaluate -> estimate, round after round::
+
+        rounds = BayesShapRounds(v_empty, v_full, d, n_samples, confidence=0.95)
+        plan = rounds.next_plan()
+        while plan is not None:
+            plan.estimator(evaluate(plan))
+            plan = rounds.next_plan()
+        posterior, report = rounds.result()
+
+    Coalitions are drawn in complementary pairs (each draw from the
+    KernelSHAP distribution followed by its complement, as PairedKernelShap):
+    pairing cancels the even part of the game, which carries no Shapley
+    value, so the posterior mean is as accurate as paired KernelSHAP.
+
+    Args:
+        v_empty, v_full: ``(N,)`` values of the endpoints.
+        n_samples: sampled coalitions per example, besides the endpoints.
+        focused: draw half of them from the KernelSHAP distribution, the rest
+            in ``FOCUS_ROUNDS`` rounds of the paper's Alg. 2: candidates from
+            the same distribution, chosen with probability
+            ``softmax(z^T V z / (T mean))``, the predictive variance of the
+            current posterior (a pair's two members have the same). Rows keep
+            their KernelSHAP weight, as in the paper.
+        target_width: keep sampling, in rounds sized by
+            :func:`perturbations_needed`, until every half-width of an
+            example is at most this, or it has ``max_samples`` coalitions.
+    """
+
+    def __init__(
+        self,
+        v_empty: Tensor,
+        v_full: Tensor,
+        d: int,
+        n_samples: int,
+        *,
+        confidence: float,
+        focused: bool = False,
+        target_width: float | None = None,
+        max_samples: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        self.v_empty, self.d, self.n_samples = v_empty, d, n_samples
+        self.delta = v_full - v_empty
+        self.confidence, self.focused = confidence, focused
+        self.target_width, self.generator = target_width, generator
+        self.cap = max_samples if max_samples is not None else max(DEFAULT_MAX_SAMPLES, n_samples)
+        batch = v_empty.shape[0]
+        self.examples = torch.arange(batch, device=v_empty.device)
+        self.stats = DesignStatistics.zeros(batch, d, v_empty.dtype, v_empty.device)
+        self.posterior = _single_feature(self.delta) if d < 2 else None
+        self.needed: Tensor | None = None
+        self.stage = "first" if d >= 2 else "done"
+        self.focus_round = 0
+        self.first = max(d, n_samples // 2) if focused else n_samples
+
+    # ---------------------------------------------------------------- plans
+    def next_plan(self) -> Plan | None:
+        """The next round's plan, or None when sampling is over."""
+        batch = self.examples.shape[0]
+        if self.stage == "first":
+            self.stage = "focus" if self.focused else "width"
+            return self._plan(self.examples, torch.full((batch,), self.first), focused=False)
+        if self.stage == "focus":
+            remaining = self.n_samples - self.first
+            rounds = min(FOCUS_ROUNDS, remaining)
+            if self.focus_round < rounds:
+                index = self.focus_round
+                self.focus_round += 1
+                size = remaining // rounds + (1 if index < remaining % rounds else 0)
+                return self._plan(self.examples, torch.full((batch,), size), focused=True)
+            self.stage = "width"
+        if self.stage == "width" and self.target_width is not None:
+            assert self.posterior is not None
+            self.needed = perturbations_needed(self.posterior, self.confidence, self.target_width)
+            room = (self.cap - self.stats.count).to(torch.long)
+            active = (self.needed > 0) & (room > 0)
+            if bool(active.any()):
+                minimum = torch.clamp(self.stats.count.to(torch.long) // 8, min=self.d)
+                counts = torch.minimum(torch.maximum(self.needed, minimum), room)[active]
+                return self._plan(self.examples[active], counts.cpu(), focused=self.focused)
+        self.stage = "done"
+        return None
+
+    def _plan(self, examples: Tensor, counts: Tensor, focused: bool) -> Plan:
+        from ..plans.sampling import sample_kernel_coalitions
+
+        d, device, dtype = self.d, self.v_empty.device, self.v_empty.dtype
+        width = int(counts.max())
+        pairs = (width + 1) // 2
+        if focused and self.posterior is not None:
+            drawn = _focused_design(self.posterior, examples, pairs, d, self.generator)
+        else:
+            drawn = sample_kernel_coalitions((len(examples), pairs), d, self.generator)
+        drawn = drawn.to(device)
+        design = torch.stack([drawn, ~drawn], dim=2).reshape(len(examples), 2 * pairs, d)
+        design = design[:, :width]
+        valid = torch.arange(width, device=device)[None, :] < counts.to(device)[:, None]
+        rows_example = examples[:, None].expand(-1, width)[valid]
+
+        def estimate(values: Tensor) -> BayesPosterior:
+            targets = torch.zeros(len(examples), width, dtype=dtype, device=device)
+            targets[valid] = values.to(dtype) - self.v_empty[rows_example]
+            self.stats.add(examples, design, targets, valid.to(dtype))
+            self.posterior = fit_posterior(self.stats, self.delta)
+            return self.posterior
+
+        return Plan(DenseCoalitions(design[valid]), estimate, rows_example)
+
+    # ---------------------------------------------------------------- result
+    def result(self) -> tuple[BayesPosterior, BayesShapReport]:
+        """The final posterior and the report of how sampling went."""
+        posterior = self.posterior
+        assert posterior is not None
+        batch = self.examples.shape[0]
+        needed = None
+        if self.target_width is not None and self.d >= 2:
+            needed = perturbations_needed(posterior, self.confidence, self.target_width)
+        widest = (
+            posterior.half_width(self.confidence).amax(dim=1)
+            if self.d >= 2
+            else self.delta.new_zeros(batch)
+        )
+        if self.target_width is None:
+            stopped = ("n_samples",) * batch
+        else:
+            stopped = tuple(
+                "target_width" if met else "max_samples"
+                for met in (widest <= self.target_width).tolist()
+            )
+        report = BayesShapReport(
+            samples=self.stats.count.to(torch.long),
+            stopped_by=stopped,
+            max_half_width=widest,
+            perturbations_needed=needed,
+        )
+        return posterior, report
+
+
 def run_bayes_shap(
     evaluate: RowEvaluator,
     v_empty: Tensor,
@@ -221,97 +366,31 @@ def run_bayes_shap(
     max_samples: int | None = None,
     generator: torch.Generator | None = None,
 ) -> tuple[BayesPosterior, BayesShapReport]:
-    """BayesSHAP's sampling and posterior for a batch of games.
+    """BayesSHAP for a batch of games: :class:`BayesShapRounds` with a row evaluator.
 
     Args:
-        evaluate:
-            Values of ``(example, coalition)`` rows, e.g. a game's ``evaluate_rows``.
-        v_empty, v_full:
-            ``(N,)`` values of the endpoints (not counted by ``evaluate``).
-        n_samples:
-            Sampled coalitions per example, besides the endpoints (``>= d + 2``:
-            the t intervals then have at least ``d + 2`` degrees of freedom).
-        focused:
-            Draw half of the sampled coalitions from the KernelSHAP distribution,
-            the rest in ``FOCUS_ROUNDS`` rounds of the paper's Alg. 2: candidates
-            from the same distribution, chosen with probability
-            ``softmax(z^T V z / (T mean))``, the predictive variance of the
-            current posterior. Rows keep their KernelSHAP weight, as in the paper.
-        target_width:
-            Keep sampling, in rounds sized by :func:`perturbations_needed`, until
-            every half-width of an example is at most this, or it has
-            ``max_samples`` sampled coalitions.
+        evaluate: values of ``(example, coalition)`` rows, e.g. a game's
+            ``evaluate_rows``.
+        v_empty, v_full, d, n_samples, confidence, focused, target_width,
+            max_samples, generator: as :class:`BayesShapRounds`.
     """
-    batch = v_empty.shape[0]
-    dtype, device = v_empty.dtype, v_empty.device
-    delta = v_full - v_empty
-    stats = DesignStatistics.zeros(batch, d, dtype, device)
-    all_examples = torch.arange(batch, device=device)
-    sampled = n_samples
-
-    def add_rows(examples: Tensor, counts: Tensor, posterior: BayesPosterior | None) -> None:
-        width = int(counts.max())
-        if posterior is None:
-            design = sample_kernel_coalitions((len(examples), width), d, generator)
-        else:
-            design = _focused_design(posterior, examples, width, d, generator)
-        design = design.to(device)
-        valid = torch.arange(width, device=device)[None, :] < counts.to(device)[:, None]
-        rows_example = examples[:, None].expand(-1, width)[valid]
-        values = evaluate(rows_example, design[valid])
-        targets = torch.zeros(len(examples), width, dtype=dtype, device=device)
-        targets[valid] = values.to(dtype) - v_empty[rows_example]
-        stats.add(examples, design, targets, valid.to(dtype))
-
-    if d >= 2:
-        if focused:
-            first = max(d, sampled // 2)
-            add_rows(all_examples, torch.full((batch,), first), None)
-            _focused_rounds(add_rows, stats, delta, all_examples, sampled - first)
-        else:
-            add_rows(all_examples, torch.full((batch,), sampled), None)
-    posterior = fit_posterior(stats, delta) if d >= 2 else _single_feature(delta)
-    needed: Tensor | None = None
-    if target_width is not None and d >= 2:
-        cap = max_samples if max_samples is not None else max(DEFAULT_MAX_SAMPLES, n_samples)
-        while True:
-            needed = perturbations_needed(posterior, confidence, target_width)
-            room = (cap - stats.count).to(torch.long)
-            active = (needed > 0) & (room > 0)
-            if not bool(active.any()):
-                break
-            minimum = torch.clamp(stats.count.to(torch.long) // 8, min=d)
-            counts = torch.minimum(torch.maximum(needed, minimum), room)[active]
-            add_rows(all_examples[active], counts.cpu(), posterior if focused else None)
-            posterior = fit_posterior(stats, delta)
-        needed = perturbations_needed(posterior, confidence, target_width)
-    widest = posterior.half_width(confidence).amax(dim=1) if d >= 2 else delta.new_zeros(batch)
-    if target_width is None:
-        stopped = ("n_samples",) * batch
-    else:
-        stopped = tuple(
-            "target_width" if met else "max_samples" for met in (widest <= target_width).tolist()
-        )
-    report = BayesShapReport(
-        samples=stats.count.to(torch.long),
-        stopped_by=stopped,
-        max_half_width=widest,
-        perturbations_needed=needed,
+    rounds = BayesShapRounds(
+        v_empty,
+        v_full,
+        d,
+        n_samples,
+        confidence=confidence,
+        focused=focused,
+        target_width=target_width,
+        max_samples=max_samples,
+        generator=generator,
     )
-    return posterior, report
-
-
-def _focused_rounds(
-    add_rows: Callable[[Tensor, Tensor, BayesPosterior | None], None],
-    stats: DesignStatistics,
-    delta: Tensor,
-    examples: Tensor,
-    remaining: int,
-) -> None:
-    rounds = min(FOCUS_ROUNDS, remaining)
-    for index in range(rounds):
-        size = remaining // rounds + (1 if index < remaining % rounds else 0)
-        add_rows(examples, torch.full((len(examples),), size), fit_posterior(stats, delta))
+    plan = rounds.next_plan()
+    while plan is not None:
+        assert plan.example_index is not None
+        plan.estimator(evaluate(plan.example_index, plan.coalitions.dense()))
+        plan = rounds.next_plan()
+    return rounds.result()
 
 
 def _focused_design(
@@ -322,6 +401,8 @@ def _focused_design(
     generator: torch.Generator | None,
 ) -> Tensor:
     """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2)."""
+    from ..plans.sampling import sample_kernel_coalitions
+
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
     candidates = sample_kernel_coalitions((len(examples), candidates_count), d, generator)
     scale = posterior.scale[examples.to(posterior.scale.device)].to(candidates.device)
