@@ -84,8 +84,11 @@ myst_heading_anchors = 3
 nb_execution_mode = "cache"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
+nb_execution_in_temp = True  # a notebook never writes next to its source
 nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
 nb_merge_streams = True
+# Static pages: stderr is progress bars and tqdm's 'IProgress not found' note, not content.
+nb_output_stderr = "remove"
 
 # -- references ---------------------------------------------------------------
 nitpicky = True
@@ -93,7 +96,11 @@ nitpicky = True
 # this package must resolve.
 nitpick_ignore_regex = [
     (r"py:.*", r"(torch|numpy|np|numpy\.typing|npt|nx|networkx|captum|matplotlib|PIL)(\..*)?"),
-    (r"py:.*", r"(typing|collections|collections\.abc|types|pathlib|dataclasses|abc)\..*"),
+    (
+        r"py:.*",
+        r"(typing|collections|collections\.abc|types|pathlib|dataclasses|abc|os|io|enum"
+        r"|functools|contextlib|concurrent|numbers|datetime|logging)\..*",
+    ),
     (r"py:.*", r"(transformers|shap|shapiq|ray|tqdm|sklearn|skimage|nn)(\..*)?"),
     (r"py:.*", r"(BatchEncoding|PreTrainedTokenizerBase|PreTrainedModel)"),
     (r"py:class", r"(dict|tuple|list|set|type)\[.*"),  # split generics of constants

@@ -37,6 +37,7 @@ API_PAGES = {
     "captum_graphshap.wrappers": "wrappers.rst",
     "captum_graphshap.demo": "demo.rst",
     "captum_graphshap.interop": "interop.rst",
+    "captum_graphshap.distributed": "distributed.rst",
 }
 
 
