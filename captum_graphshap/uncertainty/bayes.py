@@ -371,8 +371,9 @@ def run_bayes_shap(
     Args:
         evaluate: values of ``(example, coalition)`` rows, e.g. a game's
             ``evaluate_rows``.
-        v_empty, v_full, d, n_samples, confidence, focused, target_width,
-            max_samples, generator: as :class:`BayesShapRounds`.
+        v_empty, v_full, d, n_samples: as :class:`BayesShapRounds`.
+        confidence, focused, target_width, max_samples, generator: as
+            :class:`BayesShapRounds`.
     """
     rounds = BayesShapRounds(
         v_empty,
