@@ -12,6 +12,7 @@ from captum_graphshap.attr.bayes_shap import BayesShap
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.plans.sampling import kernel_size_probabilities, sample_kernel_coalitions
 from captum_graphshap.uncertainty.bayes import (
+    PRIOR_PRECISION,
     DesignStatistics,
     fit_posterior,
     perturbations_needed,
@@ -229,17 +230,19 @@ def test_posterior_equals_the_dense_constrained_conjugate_regression():
     stats.add(torch.tensor([0]), z, y, w)
     posterior = fit_posterior(stats, delta)
 
-    # Dense: phi = delta/d + B theta, B orthonormal basis of 1-perp, theta ~ N(0, s2 I).
+    # Dense: phi = delta/d + B theta, B orthonormal basis of 1-perp,
+    # theta ~ N(0, s2 / PRIOR_PRECISION I).
     basis = torch.linalg.qr(
         torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)], 1)
     ).Q[:, 1:d]
     weights = torch.diag(w[0] / w[0].mean())  # normalised to mean 1 (dense, test only)
     design = z[0] @ basis
     shifted = y[0] - z[0] @ torch.full((d,), 0.7 / d, dtype=torch.float64)
-    precision = design.T @ weights @ design + torch.eye(d - 1, dtype=torch.float64)
+    prior = PRIOR_PRECISION * torch.eye(d - 1, dtype=torch.float64)
+    precision = design.T @ weights @ design + prior
     theta = torch.linalg.solve(precision, design.T @ weights @ shifted)
     residual = shifted - design @ theta
-    s2 = (residual @ weights @ residual + theta @ theta) / n
+    s2 = (residual @ weights @ residual + PRIOR_PRECISION * theta @ theta) / n
     mean = 0.7 / d + basis @ theta
     scale = basis @ torch.linalg.inv(precision) @ basis.T
     torch.testing.assert_close(posterior.mean[0], mean)
