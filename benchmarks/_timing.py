@@ -41,3 +41,24 @@ def rotating_rounds(
 def median_ratio(times: dict[str, list[float]], name: str, reference: str) -> float:
     """Median over rounds of ``times[name] / times[reference]``."""
     return statistics.median(a / b for a, b in zip(times[name], times[reference]))
+
+
+def add_device_argument(parser: object) -> None:
+    """``--device cpu|cuda`` on a script's argparse parser."""
+    parser.add_argument(  # type: ignore[attr-defined]
+        "--device", default="cpu", help="cpu (default) or cuda: where models and inputs live"
+    )
+
+
+def use_device(name: str) -> torch.device:
+    """Make ``name`` the default device of new tensors and modules, and return it.
+
+    Scripts that build their models and inputs without naming a device then
+    run on it unchanged; CPU-only libraries (SHAP, scikit-learn) get host
+    copies where the scripts hand them tensors.
+    """
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available here.")
+    torch.set_default_device(device)
+    return device

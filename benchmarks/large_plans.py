@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from _timing import add_device_argument, use_device
 
 import captum_graphshap as cg
 from captum_graphshap.graphs import GridGraph, LineGraph
@@ -124,8 +125,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--llm", action="store_true", help="add the GPT-2 case (minutes)")
+    add_device_argument(parser)
     args = parser.parse_args()
     if args.case:
+        use_device(args.device)
         run_case(args.case)
         return
     print(f"torch {torch.__version__}, CPU, 2 threads; one fresh process per case\n")
@@ -135,7 +138,9 @@ def main() -> None:
         if not args.llm and "GPT-2" in name:
             continue
         done = subprocess.run(
-            [sys.executable, __file__, "--case", name], capture_output=True, text=True
+            [sys.executable, __file__, "--case", name, "--device", args.device],
+            capture_output=True,
+            text=True,
         )
         if done.returncode:
             print(f"| {name} | failed | | {done.stderr.strip().splitlines()[-1]} |")

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _timing import add_device_argument, use_device
 from torch import Tensor, nn
 
 from captum_graphshap import CShapley, ExactShapley, GridGraph, LShapley, ShapleySampling
@@ -664,7 +665,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few examples, 1x budgets (< 3 min)")
     parser.add_argument("--settings", default=",".join(BUILDERS), help="comma-separated subset")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
     torch.set_num_threads(args.threads)
     counts = (
         {"digits8": 4, "digits28": 1, "tokens": 10, "minilm": 1}

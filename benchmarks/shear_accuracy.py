@@ -42,6 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _timing import add_device_argument, use_device
 from torch import Tensor, nn
 
 from captum_graphshap import PairedKernelShap, ShapleySampling
@@ -145,9 +146,10 @@ def shap_method(method: str) -> Explainer:
 
         def predict(rows: np.ndarray) -> np.ndarray:
             with torch.no_grad():
-                return model(torch.as_tensor(rows, dtype=torch.float32)).numpy()
+                return model(torch.as_tensor(rows, dtype=torch.float32)).cpu().numpy()
 
         background = np.zeros((1, x.shape[1]), dtype=np.float32)
+        x, target = x.cpu(), target.cpu()  # SHAP works on host arrays
         picks = np.arange(x.shape[0]), target.numpy()
         if method == "PermutationExplainer":
             masker = shap.maskers.Independent(background)
@@ -289,7 +291,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="repetitions averaged")
     parser.add_argument("--plot", default="shear_accuracy.png")
     parser.add_argument("--quick", action="store_true", help="N in {8, 16}, 10 wines, 1 seed")
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
     budgets = (8, 16) if args.quick else BUDGETS
     wines, seeds = (10, 1) if args.quick else (args.wines, args.seeds)
     torch.set_num_threads(min(2, torch.get_num_threads()))

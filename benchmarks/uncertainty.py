@@ -28,6 +28,7 @@ import statistics
 import time
 
 import torch
+from _timing import add_device_argument, use_device
 from torch import nn
 
 from captum_graphshap.attr.bayes_shap import BayesShap
@@ -210,7 +211,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few examples, budgets and sizes")
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
     examples = args.examples or (10 if args.quick else 40)
     repeats = args.repeats or (1 if args.quick else 3)
     budgets = [100, 400] if args.quick else [50, 100, 200, 400, 800, 1600]

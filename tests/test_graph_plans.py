@@ -148,9 +148,14 @@ def test_large_grid_plans_have_members_linear_in_pixels():
 
 
 def test_large_grid_plans_refuse_with_the_count():
+    # k=1 at 224 x 224 (1,141,983 coalitions) is built under the default limit of
+    # 2^22 for graph plans (tests/test_batching.py); a lower limit refuses it, and
+    # k=2 is refused by the default one
     for build, name in ((c_shapley_plan, "CShapley"), (l_shapley_plan, "LShapley")):
-        with pytest.raises(ValueError, match=f"{name} with k=1 would evaluate"):
-            build(GridGraph(224, 224), 1)
+        with pytest.raises(ValueError, match=f"{name} with k=1 would evaluate 1,141,983"):
+            build(GridGraph(224, 224), 1, limit=2**20)
+        with pytest.raises(ValueError, match=f"{name} with k=2 would evaluate"):
+            build(GridGraph(224, 224), 2)
 
 
 def test_general_graphs_refuse_too_many_connected_sets():

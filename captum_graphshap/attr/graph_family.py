@@ -19,6 +19,7 @@ from ..engine.plan import Plan, stack_coalitions
 from ..graphs import FeatureGraph, default_feature_mask, infer_graph
 from ..uncertainty.intervals import check_confidence, interval_over_references
 from .base import GameAttribution, Options, Outcome, evaluate_plan
+from .budget import check_graph_budget, graph_plans_within
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,15 +36,24 @@ class GraphOptions(Options):
             attribution is the mean of the single-reference attributions and
             the half-width ``z * SD / sqrt(B)`` over them (Merrick and Taly).
         confidence: the level of that interval, in (0, 1).
+        budget: the most model evaluations per example (None: plans up to
+            ``2^22`` coalitions). A plan over it is refused with its count,
+            before any model call, unless ``over_budget="regression"``.
+        over_budget: ``"refuse"`` (default) or ``"regression"``: over the
+            budget, use C-Shapley's regression variant (Sec. 4.3.2) over the
+            connected sets of the largest size ``<= max(k, 1)`` that fits.
     """
 
     graph: Any = None
     return_uncertainty: bool = False
     confidence: float = 0.95
+    budget: int | None = None
+    over_budget: str = "refuse"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_confidence(self.confidence)
+        check_graph_budget(self.budget, self.over_budget)
         if self.return_uncertainty and self.references is None:
             raise ValueError(
                 "return_uncertainty=True gives the interval over references: pass "
@@ -66,8 +76,16 @@ class GraphAttribution(GameAttribution):
 
     def explain(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
         graphs = resolve_graphs(options.graph, game)
-        build = self.graph_plan(options)
-        plans = [build(graphs)] if isinstance(graphs, FeatureGraph) else [build(g) for g in graphs]
+        plans = graph_plans_within(
+            self.graph_plan(options),
+            [graphs] if isinstance(graphs, FeatureGraph) else graphs,
+            budget=options.budget,
+            over_budget=options.over_budget,
+            per_plan_extra=int(game.value == "log_prob" and game.target is None),
+            references=game.num_references,
+            method=type(self).__name__ + (f" with k={options.k}" if hasattr(options, "k") else ""),
+            order=getattr(options, "k", 2),
+        )
         desc = self.progress_desc
         if not options.return_uncertainty:
             return Outcome(explain_on_graphs(game, plans, show_progress, desc))

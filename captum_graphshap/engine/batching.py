@@ -180,6 +180,7 @@ class Pacer:
         self.timings: dict[int, tuple[float, int]] = {}
         self.settled = not self.adaptive
         self.forecast_made = False
+        self.estimate = ""
         self.bar: Any = None
         if show_progress:
             self.bar = self._new_bar(0)
@@ -199,10 +200,13 @@ class Pacer:
 
     def done(self, units: int) -> None:
         """A call of ``units`` units succeeded: count it, learn from its time, update the bar."""
-        self.done_units += units
         if not (self.settled and self.forecast_made):
+            step = self.step
             for count, seconds in self.clock.end(units):
                 self._learn(count, seconds)
+            if self.bar is not None and self.step != step:
+                self.bar.set_postfix_str(self._postfix(), refresh=False)
+        self.done_units += units
         if self.bar is not None:
             self.bar.update(units * self.width)
 
@@ -259,17 +263,18 @@ class Pacer:
             self.bar = self._new_bar(self.done_units * self.width)
         if rows < FORECAST_ROWS:
             return
-        text = (
-            f"{self.coalitions:,} coalitions x {self.width} example(s)"
-            + ("" if self.units == self.coalitions else f" x {self.units // self.coalitions} refs")
-            + f" = {rows:,} model rows, {self.step * self.width:,} rows per call"
-            + (" (growing while faster)" if not self.settled else "")
-            + f", about {format_seconds(left)} left at "
-            f"{self.width / max(seconds_per_unit, 1e-12):,.0f} rows/s (first chunk)"
-        )
+        self.estimate = format_seconds(left)
         if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.set_postfix_str(self._postfix(), refresh=False)
         elif long_work:
+            text = (
+                f"{self.coalitions:,} coalitions x {self.width} example(s)"
+                + ("" if self.units == self.coalitions else f" x {self.units // self.coalitions}")
+                + f" = {rows:,} model rows, {self.step * self.width:,} rows per call"
+                + (" (growing while faster)" if not self.settled else "")
+                + f", about {self.estimate} at "
+                f"{self.width / max(seconds_per_unit, 1e-12):,.0f} rows/s (first chunk)"
+            )
             warnings.warn(
                 f"{self.desc}: {text}. Pass show_progress=True to follow it, a larger "
                 "perturbations_per_eval if the model has memory to spare, or fewer "
@@ -277,6 +282,14 @@ class Pacer:
                 CostForecast,
                 stacklevel=2,
             )
+
+    def _postfix(self) -> str:
+        if self.units * self.width < FORECAST_ROWS or not self.estimate:
+            return ""
+        return (
+            f"{self.coalitions:,} coalitions, {self.step * self.width:,} rows/call, "
+            f"first-chunk estimate {self.estimate}"
+        )
 
     def _new_bar(self, initial: int) -> Any:
         return tqdm(

@@ -8,6 +8,7 @@ any feature mask (words over sub-word tokens, patches over pixels).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -154,6 +155,16 @@ class SuperpixelGraph(FeatureGraph):
         relabelled = inverse.reshape(array.shape).astype(np.int64)
         self.feature_mask = torch.from_numpy(relabelled)
         self._setup(len(values), _region_edges(relabelled))
+        if len(values) < FEW_SEGMENTS and array.size >= 64:
+            warnings.warn(
+                f"the superpixel graph has only {len(values)} segment(s) for "
+                f"{array.shape[0]}x{array.shape[1]} pixels, so its attributions say little. "
+                "SLIC on a noisy or flat image can merge everything: raise compactness "
+                "(e.g. 100) or pass enforce_connectivity=False, or use a patch grid "
+                "(GridGraph.patches) instead.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     @classmethod
     def from_segments(
@@ -219,6 +230,10 @@ class SuperpixelGraph(FeatureGraph):
             f"SuperpixelGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"image={height}x{width})"
         )
+
+
+#: Fewer segments than this on an image is warned about (SLIC on noise gives 1).
+FEW_SEGMENTS = 4
 
 
 def _region_edges(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..engine.plan import MemberCoalitions, Plan
 from ..graphs import FeatureGraph, LineGraph
-from .limits import MAX_COALITIONS, check_plan_size
+from .limits import MAX_COALITIONS, MAX_GRAPH_COALITIONS, check_plan_size
 from .linear import SparseLinearMap, myerson_weight
 
 
@@ -42,7 +42,7 @@ def _all_coalitions_cached(d: int, device: torch.device) -> Tensor:
     return ((codes[:, None] >> bits) & 1).bool()
 
 
-def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
+def myerson_plan(graph: FeatureGraph, limit: int | None = None) -> Plan:
     """Coalitions and linear estimator of the Myerson value on ``graph``.
 
     The plan is the empty set and every connected set. For a player i and a
@@ -50,8 +50,12 @@ def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
     (after adding i) is U has the same marginal contribution
     ``v0(U) - sum_{T in components(U - i)} v0(T)`` with ``v0 = v - v(empty)``,
     and these coalitions together carry the weight :func:`myerson_weight`.
+    ``limit`` (None: :data:`~.limits.MAX_GRAPH_COALITIONS` on a line, whose
+    count is known, :data:`~.limits.MAX_COALITIONS` on graphs enumerated set
+    by set) bounds the plan.
     """
     if isinstance(graph, LineGraph):
+        limit = limit or MAX_GRAPH_COALITIONS
         n = graph.num_nodes
         count = n * (n + 1) // 2
         if count > limit - 1:
@@ -61,7 +65,7 @@ def myerson_plan(graph: FeatureGraph, limit: int = MAX_COALITIONS) -> Plan:
                 "coalition; use a coarser feature_mask or C-Shapley with a small k."
             )
         return _line_myerson_plan(n)
-    return _myerson_plan_cached(graph, limit)
+    return _myerson_plan_cached(graph, limit or MAX_COALITIONS)
 
 
 @functools.lru_cache(maxsize=16)

@@ -21,7 +21,12 @@ from torch import Tensor
 from ..engine.plan import MemberCoalitions, Plan
 from ..graphs import FeatureGraph, GridGraph, LineGraph
 from . import stencils
-from .limits import MAX_COALITIONS, check_choice, check_neighbourhood_plan_size
+from .limits import (
+    MAX_COALITIONS,
+    MAX_GRAPH_COALITIONS,
+    check_choice,
+    check_neighbourhood_plan_size,
+)
 from .linear import SparseLinearMap, myerson_weight, shapley_weights
 
 L_CONTEXTS = ("baseline", "input")
@@ -106,7 +111,7 @@ def _ball_subsets_cached(graph: FeatureGraph, k: int) -> BallSubsets:
 
 
 def l_shapley_plan(
-    graph: FeatureGraph, k: int, context: str = "baseline", limit: int = MAX_COALITIONS
+    graph: FeatureGraph, k: int, context: str = "baseline", limit: int | None = None
 ) -> Plan:
     """L-Shapley (Chen et al. 2019, Eq. 5): each feature's exact Shapley value
     in the game restricted to its neighbourhood ``N_k(i)``.
@@ -114,12 +119,16 @@ def l_shapley_plan(
     ``phi_i = sum_{i in T subset N_k(i)} (|T|-1)! (m-|T|)! / m! (v(T) - v(T - i))``
     with ``m = |N_k(i)|``; features outside ``N_k(i)`` take the baseline
     (``context="baseline"``) or keep their input values (``"input"``).
-    Refuses plans of more than ``limit`` coalitions before deduplication.
+    Refuses plans of more than ``limit`` coalitions before deduplication (None:
+    :data:`~.limits.MAX_GRAPH_COALITIONS` on grids and lines, whose stencil
+    plans count their coalitions before building them, and
+    :data:`~.limits.MAX_COALITIONS` on other graphs, which are enumerated).
     """
     check_choice(context, L_CONTEXTS, "context")
     grid = _stencil_grid(graph, k)
     if grid is not None:
-        return _grid_plan("L", *grid, k, context, "", limit)
+        return _grid_plan("L", *grid, k, context, "", limit or MAX_GRAPH_COALITIONS)
+    limit = limit or MAX_COALITIONS
     check_neighbourhood_plan_size(graph, k, limit, f"LShapley with k={k}")
     return _l_shapley_plan_cached(graph, k, context)
 
@@ -190,7 +199,7 @@ def c_shapley_plan(
     k: int,
     context: str = "baseline",
     weights: str = "myerson",
-    limit: int = MAX_COALITIONS,
+    limit: int | None = None,
 ) -> Plan:
     """C-Shapley (Chen et al. 2019, Eq. 6): marginal contributions of each
     feature to the connected sets ``U`` of its neighbourhood that contain it.
@@ -205,8 +214,8 @@ def c_shapley_plan(
     check_choice(weights, C_WEIGHTS, "weights")
     grid = _stencil_grid(graph, k)
     if grid is not None:
-        return _grid_plan("C", *grid, k, context, weights, limit)
-    return _c_shapley_plan_cached(graph, k, context, weights, limit)
+        return _grid_plan("C", *grid, k, context, weights, limit or MAX_GRAPH_COALITIONS)
+    return _c_shapley_plan_cached(graph, k, context, weights, limit or MAX_COALITIONS)
 
 
 @functools.lru_cache(maxsize=64)

@@ -123,6 +123,10 @@ class SparseLinearMap:
 
 def popcount(codes: Tensor, bits: int) -> Tensor:
     """Set bits of each int64 code among its low ``bits`` bits."""
+    if 0 < bits <= 16 and codes.numel() > 2**bits:
+        # one gather from a table of every code (stencil plans: millions of codes)
+        table = popcount(torch.arange(2**bits, device=codes.device), bits)
+        return table[codes & (2**bits - 1)]
     counts = torch.zeros_like(codes)
     for bit in range(bits):
         counts += (codes >> bit) & 1
