@@ -387,6 +387,25 @@ def explain_sentiment(
     explained one at a time, so each has its own word count and graph and no
     padding is evaluated.
 
+    The same by hand, for any model that takes token ids (the route to take
+    when a method or option is not offered here)::
+
+        encoding = tokenizer([text], return_tensors="pt")
+        mask, words = word_feature_mask(encoding, [text])
+        phi = CShapley(SequenceClassifier(model, tokenizer)).attribute(
+            encoding["input_ids"],
+            baselines=token_baselines(encoding, tokenizer.pad_token_id),
+            target=label_index,
+            additional_forward_args=(encoding["attention_mask"],),
+            feature_mask=mask,
+            graph=LineGraph(len(words[0])),
+            k=2,
+            value="log_prob",
+        )
+        per_word, _ = captum_graphshap.interop.per_feature_values(
+            phi, encoding["input_ids"], mask
+        )  # (1, n_words), in the order of words[0]
+
     Args:
         texts:
             A text or a list of texts.
