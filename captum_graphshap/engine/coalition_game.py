@@ -7,7 +7,7 @@ rest take the baseline), deduplicates coalitions, packs many coalitions and
 examples into each forward call and returns one value per (example,
 coalition).
 
-Value of a coalition, for example ``n`` (DESIGN.md section 4)::
+Value of a coalition, for example ``n`` (docs/definitions.md)::
 
     v_n(S) = g(f(x_n restricted to S, baseline elsewhere))[target_n]
 

@@ -6,7 +6,7 @@ import math
 
 from ..graphs import FeatureGraph
 
-#: Largest plan a call may build, per example (DESIGN.md section 2).
+#: Largest plan a call may build, per example: bigger plans are refused with their count.
 MAX_COALITIONS = 2**20
 
 #: Largest L-/C-Shapley or Myerson plan on a grid or a line built without
