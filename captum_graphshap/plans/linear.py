@@ -45,7 +45,8 @@ def shapley_from_all_coalitions(values: Tensor) -> Tensor:
     Args:
         values:
             ``(N, 2^d)``; column m is the value of the coalition whose members
-            are the set bits of m (the order of :func:`~captum_graphshap.plans.exact.all_coalitions`).
+            are the set bits of m (the order of
+            :func:`~captum_graphshap.plans.exact.all_coalitions`).
 
     Returns:
         ``(N, d)`` in the dtype of ``values``. O(d 2^d) per example.
