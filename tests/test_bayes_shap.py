@@ -112,7 +112,7 @@ def test_max_samples_stops_the_loop_with_a_warning_and_an_estimate():
     model = wide_mlp(8, seed=6)
     x = torch.randn(3, 8, dtype=torch.float64, generator=seeded(9))
     explainer = BayesShap(model)
-    with pytest.warns(RuntimeWarning, match="reached max_samples=300"):
+    with pytest.warns(RuntimeWarning, match="reached max_samples=300") as caught:
         _, half, report = explainer.attribute(
             x,
             n_samples=50,
@@ -123,6 +123,8 @@ def test_max_samples_stops_the_loop_with_a_warning_and_an_estimate():
             generator=seeded(1),
         )
     assert report.stopped_by == ("max_samples",) * 3
+    # the warning points at the caller's line, not at the package's internals
+    assert [w.filename for w in caught] == [__file__]
     assert torch.equal(report.samples, torch.full((3,), 300))
     assert (report.perturbations_needed > 10_000).all()
     assert (half.amax(dim=1) > 1e-6).all()

@@ -11,6 +11,7 @@ from typing import Any
 import captum.attr as captum_attr
 import torch
 
+from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
 from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapRounds
@@ -119,17 +120,7 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
         self, game: CoalitionGame, options: BayesShapOptions, show_progress: bool
     ) -> Outcome:
         d = game.num_features
-        width = _check_target_width(options.target_width)
-        if options.budget is not None:
-            budget_samples = samples_within(options.budget, 2, 1, 2, "BayesShap")
-            samples, cap = (
-                (budget_samples, None)
-                if width is None
-                else (min(_check_n_samples(None, d), budget_samples), budget_samples)
-            )
-        else:
-            samples = _check_n_samples(options.n_samples, d)
-            cap = _check_max_samples(options.max_samples, samples, width)
+        samples, cap, width = _sample_counts(options, d)
         corners = torch.zeros(2, d, dtype=torch.bool, device=game.device)
         corners[1] = True
         endpoints = game.evaluate(corners, distinct=True, desc=self.progress_desc)
@@ -151,20 +142,35 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
             plan = rounds.next_plan()
         posterior, report = rounds.result()
         if width is not None and "max_samples" in report.stopped_by:
-            missed = report.stopped_by.count("max_samples")
-            needed = report.perturbations_needed
-            more = int(needed.max()) if needed is not None else 0
-            warnings.warn(
-                f"BayesShap: {missed} of {game.batch_size} examples reached max_samples="
-                f"{cap if cap is not None else DEFAULT_MAX_SAMPLES} before target_width="
-                f"{width}; about {more:,} more coalitions would be needed (see "
-                "return_report=True, report.perturbations_needed). Raise max_samples or "
-                "target_width.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
+            _warn_max_samples(report, game.batch_size, cap, width)
         extras = {"half_width": posterior.half_width(options.confidence), "report": report}
         return Outcome(posterior.mean, extras, per_feature=("half_width",))
+
+
+def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, float | None]:
+    """First-round coalitions, the cap on coalitions, and the target width."""
+    width = _check_target_width(options.target_width)
+    if options.budget is None:
+        samples = _check_n_samples(options.n_samples, d)
+        return samples, _check_max_samples(options.max_samples, samples, width), width
+    budget_samples = samples_within(options.budget, 2, 1, 2, "BayesShap")
+    if width is None:
+        return budget_samples, None, width
+    return min(_check_n_samples(None, d), budget_samples), budget_samples, width
+
+
+def _warn_max_samples(report: Any, batch: int, cap: int | None, width: float) -> None:
+    missed = report.stopped_by.count("max_samples")
+    needed = report.perturbations_needed
+    more = int(needed.max()) if needed is not None else 0
+    warn_caller(
+        f"BayesShap: {missed} of {batch} examples reached max_samples="
+        f"{cap if cap is not None else DEFAULT_MAX_SAMPLES} before target_width="
+        f"{width}; about {more:,} more coalitions would be needed (see "
+        "return_report=True, report.perturbations_needed). Raise max_samples or "
+        "target_width.",
+        RuntimeWarning,
+    )
 
 
 def _check_n_samples(n_samples: Any, d: int) -> int:
