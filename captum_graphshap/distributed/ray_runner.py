@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -254,9 +256,65 @@ def explain_dataset(
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = show_progress
     shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
-    resources_per_actor = {"num_gpus": 1} if gpu else {"num_cpus": cpus_per_actor}
     started = time.perf_counter()
-    summary = shards.map_batches(
+    quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
+    with quiet:
+        summary = _run(
+            shards,
+            explainer_factory,
+            dataset,
+            ids,
+            directory,
+            settings,
+            kwargs,
+            gpu,
+            cpus_per_actor,
+            num_actors,
+            max_retries,
+            ray,
+        )
+    seconds = time.perf_counter() - started
+    written = tuple(sorted(int(row["shard"]) for row in summary))
+    return DatasetRun(
+        directory,
+        written,
+        skipped,
+        int(sum(int(row["examples"]) for row in summary)),
+        num_actors,
+        "cuda" if gpu else "cpu",
+        seconds,
+    )
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str) -> Iterator[None]:
+    """Ray Data's per-run INFO lines, silenced unless progress is asked for."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run(
+    shards: Any,
+    explainer_factory: Callable[..., Any],
+    dataset: Any,
+    ids: list[Any],
+    directory: Path,
+    settings: ShardSettings,
+    kwargs: dict[str, Any],
+    gpu: bool,
+    cpus_per_actor: int,
+    num_actors: int,
+    max_retries: int,
+    ray: Any,
+) -> list[dict[str, Any]]:
+    """The Ray Data job: one shard per batch, an actor pool, results written by the actors."""
+    resources_per_actor = {"num_gpus": 1} if gpu else {"num_cpus": cpus_per_actor}
+    return shards.map_batches(
         _ShardWorker,
         batch_size=1,
         batch_format="numpy",
@@ -277,14 +335,3 @@ def explain_dataset(
         ),
         **resources_per_actor,
     ).take_all()
-    seconds = time.perf_counter() - started
-    written = tuple(sorted(int(row["shard"]) for row in summary))
-    return DatasetRun(
-        directory,
-        written,
-        skipped,
-        int(sum(int(row["examples"]) for row in summary)),
-        num_actors,
-        "cuda" if gpu else "cpu",
-        seconds,
-    )
