@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from .optional_deps import optional
 
@@ -86,7 +87,12 @@ def test_block_runs_on_its_own(line, code, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # whatever a block writes stays out of the repository
     namespace = {"__name__": "__main__"}
+    # one thread, as for the notebooks: the image block runs resnet18 on 600 rows, and two
+    # OpenMP threads on a busy 2-core machine are several times slower than one
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         exec(compile(code, f"README.md (block at line {line})", "exec"), namespace)
     finally:
+        torch.set_num_threads(threads)
         plt.close("all")
