@@ -86,6 +86,30 @@ def test_automatic_calls_grow_while_faster_and_settle(monkeypatch):
     assert torch.allclose(phi, reference, atol=1e-6)
 
 
+class NoisyClock(ModelClock):
+    """:class:`ModelClock` with one size that looks slow (a busy host, say)."""
+
+    def __init__(self, slow_size: int) -> None:
+        super().__init__(fixed=1e-3, per_row=1e-5, best=256)
+        self.slow_size = slow_size
+
+    def end(self, units: int) -> list[tuple[int, float]]:
+        ((size, seconds),) = super().end(units)
+        return [(size, seconds * (3.0 if units == self.slow_size else 1.0))]
+
+
+@pytest.mark.filterwarnings("ignore::captum_graphshap.engine.batching.CostForecast")
+def test_one_slow_size_does_not_stop_the_growth(monkeypatch):
+    monkeypatch.setattr(batching, "START_ELEMENTS_PER_CALL", 12 * 8)
+    monkeypatch.setattr(batching, "_Clock", NoisyClock(slow_size=32))
+    model = Recorder(12)
+    cg.ExactShapley(model).attribute(torch.rand(1, 12), target=0, show_progress=False)
+    # 32 rows look slower than 16, but 64 are faster again: growth goes on to
+    # 256, the fastest size, and settles there after 512 is slower
+    assert model.sizes[:8] == [8, 8, 16, 16, 32, 32, 64, 64]
+    assert set(model.sizes[14:-1]) == {256}
+
+
 @pytest.mark.filterwarnings("ignore::captum_graphshap.engine.batching.CostForecast")
 def test_automatic_calls_stay_under_the_memory_cap(monkeypatch):
     monkeypatch.setattr(batching, "START_ELEMENTS_PER_CALL", 10 * 4)

@@ -14,10 +14,11 @@ model's rounding may depend on its batch size.
 
 The same timings give the **cost forecast**. When a call evaluates at least
 :data:`FORECAST_ROWS` model rows, the coalitions, rows per call and the time
-estimated from the first timed chunk are reported: in the progress bar when
-one is shown, otherwise as a :class:`CostForecast` warning once the estimate
-reaches :data:`AUTO_PROGRESS_SECONDS`. ``show_progress=None`` (the default)
-shows a bar exactly when that estimate is reached; ``True`` always shows one,
+estimated from the first timed calls (the best of two: the first pays
+one-off costs) are reported: in the progress bar when one is shown,
+otherwise as a :class:`CostForecast` warning once the estimate reaches
+:data:`AUTO_PROGRESS_SECONDS`. ``show_progress=None`` (the default) shows a
+bar exactly when that estimate is reached; ``True`` always shows one,
 ``False`` never does.
 
 On CUDA, calls are timed with events that are read only once the GPU has
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,12 +37,16 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .._warnings import warn_caller
+
 #: First call of the automatic batching: about this many input elements
 #: (2^17: 0.5 MiB of float32 per call; 3 rows of a 224 x 224 RGB image, 8,192
 #: rows of 16 features), from which calls grow while they get faster.
 START_ELEMENTS_PER_CALL = 2**17
 #: A doubling is kept when rows per second grow by at least this factor.
 GROWTH_GAIN = 1.08
+#: Doublings in a row that are not faster before the size settles.
+ALLOWED_MISSES = 2
 #: Calls timed at each size while probing (the fastest counts: the first call
 #: at a new size pays one-off costs such as oneDNN primitive creation).
 PROBES_PER_SIZE = 2
@@ -179,6 +183,8 @@ class Pacer:
         #: units per call -> fastest seconds per unit seen, and how many calls timed
         self.timings: dict[int, tuple[float, int]] = {}
         self.settled = not self.adaptive
+        self.misses = 0
+        self.timed_calls = 0
         self.forecast_made = False
         self.estimate = ""
         self.bar: Any = None
@@ -229,8 +235,12 @@ class Pacer:
         per_unit = seconds / max(1, units)
         best, calls = self.timings.get(units, (math.inf, 0))
         self.timings[units] = (min(best, per_unit), calls + 1)
-        if not self.forecast_made:
-            self._forecast(per_unit)
+        self.timed_calls += 1
+        # The first call pays one-off costs (kernel selection, allocator
+        # warm-up): forecast from the best of two calls, unless the first one
+        # alone is long enough to matter.
+        if not self.forecast_made and (self.timed_calls >= 2 or seconds >= LONG_CALL_SECONDS):
+            self._forecast(min(t for t, _ in self.timings.values()))
         if self.settled or units != self.step:
             return
         measured = self.timings[units]
@@ -238,17 +248,25 @@ class Pacer:
             return
         smaller = [size for size in self.timings if size < units]
         if smaller:
-            previous = self.timings[max(smaller)][0]
-            if measured[0] * GROWTH_GAIN > previous:
-                # not enough faster per row than the size it grew from: settle
-                # on the faster of the two
-                self.step = units if measured[0] < previous else max(smaller)
-                self.settled = True
-                return
+            fastest = min(smaller, key=lambda size: self.timings[size][0])
+            if measured[0] * GROWTH_GAIN > self.timings[fastest][0]:
+                # Timings are noisy (a shared host, the first call of a size):
+                # one doubling that is not faster may be a fluke, two in a row
+                # are not. Then settle on the fastest size seen.
+                self.misses += 1
+                if self.misses >= ALLOWED_MISSES:
+                    self.step = units if measured[0] < self.timings[fastest][0] else fastest
+                    self.settled = True
+                    return
+            else:
+                self.misses = 0
         larger = min(2 * units, self.cap)
         left = self.units - self.done_units
         if larger <= units or left < 2 * PROBES_PER_SIZE * larger:
             self.settled = True
+            if smaller:
+                fastest = min([*smaller, units], key=lambda size: self.timings[size][0])
+                self.step = fastest
             return
         self.step = larger
 
@@ -270,25 +288,24 @@ class Pacer:
             text = (
                 f"{self.coalitions:,} coalitions x {self.width} example(s)"
                 + ("" if self.units == self.coalitions else f" x {self.units // self.coalitions}")
-                + f" = {rows:,} model rows, {self.step * self.width:,} rows per call"
+                + f" = {rows:,} model rows, {_rows(self.step * self.width)} per call"
                 + (" (growing while faster)" if not self.settled else "")
                 + f", about {self.estimate} at "
-                f"{self.width / max(seconds_per_unit, 1e-12):,.0f} rows/s (first chunk)"
+                f"{self.width / max(seconds_per_unit, 1e-12):,.0f} rows/s (first calls)"
             )
-            warnings.warn(
+            warn_caller(
                 f"{self.desc}: {text}. Pass show_progress=True to follow it, a larger "
                 "perturbations_per_eval if the model has memory to spare, or fewer "
                 "features (feature_mask) or a smaller k to shorten it.",
                 CostForecast,
-                stacklevel=2,
             )
 
     def _postfix(self) -> str:
         if self.units * self.width < FORECAST_ROWS or not self.estimate:
             return ""
         return (
-            f"{self.coalitions:,} coalitions, {self.step * self.width:,} rows/call, "
-            f"first-chunk estimate {self.estimate}"
+            f"{self.coalitions:,} coalitions, {_rows(self.step * self.width)}/call, "
+            f"first-calls estimate {self.estimate}"
         )
 
     def _new_bar(self, initial: int) -> Any:
@@ -298,6 +315,10 @@ class Pacer:
             desc=self.desc,
             unit="row",
         )
+
+
+def _rows(count: int) -> str:
+    return f"{count:,} row" + ("" if count == 1 else "s")
 
 
 def bytes_per_row(inputs: Sequence[Tensor]) -> tuple[int, int]:
