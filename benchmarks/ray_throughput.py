@@ -14,7 +14,10 @@ Two figures per run:
   the throughput once the actors are up, which is what a long job sees.
 
 The target (issue 13): 2 actors >= 1.6x the throughput of 1. The ratio is
-the median of the per-round ratios.
+the median of the per-round ratios. This machine is shared with other
+sessions, so each round also measures a control without Ray: the same work
+in 1 and in 2 plain processes (one torch thread each, start-up excluded), the
+parallelism the machine had to give at that moment.
 
 Run:  python benchmarks/ray_throughput.py [--quick] [--device cpu|cuda] [--rounds 3]
 """
@@ -52,6 +55,33 @@ def steady_rate(folder: Path, shards: int, actors: int, shard_size: int) -> floa
     return (len(later) - 1) * shard_size / (later[-1] - later[0])
 
 
+def _plain_worker(args: tuple[int, int, int, int, int]) -> float:
+    """Explain ``count`` examples in shards, one thread; seconds of compute."""
+    import time
+
+    features, width, count, shard_size, seed = args
+    torch.set_num_threads(1)
+    model = make_model(features, width)
+    data = torch.randn(count, features, generator=torch.Generator().manual_seed(seed))
+    explainer = ExactShapley(model)
+    start = time.perf_counter()
+    for first in range(0, count, shard_size):
+        explainer.attribute(data[first : first + shard_size], target=0)
+    return time.perf_counter() - start
+
+
+def plain_processes(processes: int, features: int, width: int, count: int, shard: int) -> float:
+    """Examples per second of ``processes`` plain processes sharing ``count`` examples."""
+    import multiprocessing
+
+    share = count // processes
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        seconds = pool.map(
+            _plain_worker, [(features, width, share, shard, i) for i in range(processes)]
+        )
+    return share * processes / max(seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer shards and one round")
@@ -73,6 +103,7 @@ def main() -> None:
     n = args.shards * args.shard_size
     data = torch.randn(n, args.features, generator=torch.Generator().manual_seed(1))
     rows: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    control: dict[int, list[float]] = {1: [], 2: []}
     print(
         f"ExactShapley, d = {args.features} ({2**args.features} coalitions per example), "
         f"MLP width {args.width}, {n} examples in {args.shards} shards of {args.shard_size}, "
@@ -94,23 +125,32 @@ def main() -> None:
                 )
                 steady = steady_rate(Path(folder), args.shards, actors, args.shard_size)
             rows[actors].append((run.examples_per_second, steady))
+            plain = plain_processes(actors, args.features, args.width, n, args.shard_size)
+            control[actors].append(plain)
             print(
                 f"  round {round_index}: {actors} actor(s): wall {run.examples_per_second:6.1f} "
-                f"ex/s ({run.seconds:5.1f} s), steady {steady:6.1f} ex/s"
+                f"ex/s ({run.seconds:5.1f} s), steady {steady:6.1f} ex/s; "
+                f"{actors} plain process(es): {plain:6.1f} ex/s"
             )
     ray.shutdown()
 
     def ratios(index: int) -> float:
         return statistics.median(b[index] / a[index] for a, b in zip(rows[1], rows[2]))
 
-    print("\n| actors | wall ex/s (median) | steady ex/s (median) |\n| --- | --- | --- |")
+    print(
+        "\n| actors | wall ex/s (median) | steady ex/s (median) | plain processes ex/s (median) |"
+        "\n| --- | --- | --- | --- |"
+    )
     for actors in (1, 2):
         wall = statistics.median(r[0] for r in rows[actors])
         steady = statistics.median(r[1] for r in rows[actors])
-        print(f"| {actors} | {wall:.1f} | {steady:.1f} |")
+        plain = statistics.median(control[actors])
+        print(f"| {actors} | {wall:.1f} | {steady:.1f} | {plain:.1f} |")
+    machine = statistics.median(b / a for a, b in zip(control[1], control[2]))
     print(
         f"\n2 actors / 1 actor: wall {ratios(0):.2f}x, steady {ratios(1):.2f}x "
-        "(target >= 1.6x; median of per-round ratios)"
+        "(target >= 1.6x; median of per-round ratios); the same work in 2 plain processes / 1: "
+        f"{machine:.2f}x (what the shared machine gave)"
     )
 
 
