@@ -92,7 +92,7 @@ def ours(method: str) -> Explainer:
             return Shear(model).attribute(x, target=target, n_samples=n, generator=generator)
         if method == "permutation":
             return ShapleySampling(model).attribute(
-                x, target=target, n_samples=orderings, generator=generator
+                x, target=target, n_samples=orderings, antithetic=False, generator=generator
             )
         if method == "antithetic permutation":
             return ShapleySampling(model).attribute(

@@ -102,3 +102,42 @@ def test_aggregated_mode_needs_a_shared_mask():
         cg.ExactShapley(lambda x: NET(x).sum()).attribute(
             X, feature_mask=torch.tensor([[0, 1, 2], [0, 0, 1]])
         )
+
+
+class _CountingMultiOutput(torch.nn.Module):
+    """Three outputs per example; counts the rows it is called on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(7, 3)
+        self.rows = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.rows += x.shape[0]
+        return torch.tanh(self.linear(x)) * x.sum(dim=1, keepdim=True)
+
+
+def test_multi_output_models_are_evaluated_once_and_budgets_hold():
+    """The call that finds several outputs is replayed, not evaluated (and counted) twice."""
+    from captum_graphshap import ExactShapley, LShapley, ShapleySampling
+
+    x = torch.randn(2, 7, generator=torch.Generator().manual_seed(1))
+    cases = [
+        (ExactShapley, {}),
+        (LShapley, {"k": 1}),
+        (ShapleySampling, {"budget": 48, "generator": torch.Generator().manual_seed(0)}),
+    ]
+    for cls, options in cases:
+        model = _CountingMultiOutput()
+        phi, evaluations = cls(model).attribute(x, return_evaluations=True, **options)
+        assert phi.shape == (2, 3, 7)
+        assert model.rows == int(evaluations.sum())
+        if "budget" in options:
+            assert int(evaluations.max()) <= 48
+        for output in range(3):  # each output's values equal a run with that target
+            single = dict(options)
+            if "generator" in single:
+                single["generator"] = torch.Generator().manual_seed(0)
+            expected = cls(_CountingMultiOutput()).attribute(x, target=output, **single)
+            torch.testing.assert_close(phi[:, output], expected)

@@ -204,9 +204,13 @@ class Pacer:
         if not (self.settled and self.forecast_made):
             self.clock.begin()
 
-    def done(self, units: int) -> None:
-        """A call of ``units`` units succeeded: count it, learn from its time, update the bar."""
-        if not (self.settled and self.forecast_made):
+    def done(self, units: int, timed: bool = True) -> None:
+        """A call of ``units`` units succeeded: count it, learn from its time, update the bar.
+
+        ``timed=False``: no model call was made (a replayed output), so there
+        is no time to learn from.
+        """
+        if timed and not (self.settled and self.forecast_made):
             step = self.step
             for count, seconds in self.clock.end(units):
                 self._learn(count, seconds)

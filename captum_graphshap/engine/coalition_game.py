@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,6 +96,9 @@ class CoalitionGame:
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
+        #: the rows and output of the call that found several outputs per
+        #: example, replayed once when the adapter restarts (not evaluated twice)
+        self._probe: tuple[list[Tensor], Tensor] | None = None
         #: set when the model failed on a batch of several coalitions with the
         #: automatic batching: the rest of the call sends one at a time
         self.one_unit_per_call = False
@@ -478,7 +481,10 @@ class CoalitionGame:
                             coalitions.take(coalition_id), rows_example, reference_id, buffers
                         )
                         args = self._expand_args_index(rows_example)
-                    output = self._call_model(perturbed, args)
+                    output = self._replayed_probe(perturbed)
+                    replayed = output is not None
+                    if output is None:
+                        output = self._call_model(perturbed, args)
                 except Exception as error:
                     if unit.numel() == 1 or isinstance(error, AggregatedOutput):
                         raise
@@ -502,24 +508,44 @@ class CoalitionGame:
                 if fallback_from is not None:  # one coalition per call works: say so once
                     _warn_one_per_call(*fallback_from)
                     fallback_from = None
-                if shared:
+                if replayed:
+                    pass  # counted when the probe ran
+                elif shared:
                     self.evaluations += unit.numel()
                 else:
                     assert rows_example is not None
                     self.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
-                row_values = self._values_of(output, unit.numel(), rows_example)
+                try:
+                    row_values = self._values_of(output, unit.numel(), rows_example)
+                except MultipleOutputs:
+                    # The first call found several outputs per example: the
+                    # adapter restarts once per output, and this chunk's rows
+                    # are replayed instead of evaluated (and counted) again.
+                    self._probe = ([t.clone() for t in perturbed], output)
+                    raise
                 slot = unit if per_reference else coalition_id
                 if shared:
                     totals.index_add_(0, slot, row_values.view(-1, self.batch_size, *trailing))
                 else:
                     totals.index_add_(0, slot, row_values)
-                pacer.done(unit.numel())
+                pacer.done(unit.numel(), timed=not replayed)
                 start += unit.numel()
         if self.on_nan == "raise":
             self._check_finite(totals, coalitions, example_index, refs, per_reference)
         if refs > 1 and not per_reference:
             totals /= refs
         return totals
+
+    def _replayed_probe(self, perturbed: Sequence[Tensor]) -> Tensor | None:
+        """The output of the chunk that found several outputs, if these are its rows."""
+        if self._probe is None:
+            return None
+        rows, output = self._probe
+        self._probe = None
+        same = len(rows) == len(perturbed) and all(
+            a.shape == b.shape and bool(torch.equal(a, b)) for a, b in zip(rows, perturbed)
+        )
+        return output if same else None
 
     def _values_of(self, output: Tensor, units: int, rows_example: Tensor | None) -> Tensor:
         if self._flat_target is None and self.target is not None:
