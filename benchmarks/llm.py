@@ -1,4 +1,4 @@
-"""Token attribution of a generative LM: L-/C-Shapley against ShapleyValueSampling (issue 13).
+"""Token attribution of a generative LM: L-/C-Shapley against ShapleyValueSampling.
 
 The model is the GPT-2 of :mod:`captum_graphshap.llm.toy_task`, trained
 in-process (a few seconds) on a task with a known answer: the next token

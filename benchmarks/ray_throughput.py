@@ -1,4 +1,4 @@
-"""explain_dataset on Ray: throughput with 1 and 2 actors on one machine (issue 13, part 3).
+"""explain_dataset on Ray: throughput with 1 and 2 actors on one machine.
 
 The workload is model-bound: ExactShapley over ``--features`` features
 (``2^d`` coalitions per example) through an MLP, so the time is the model's.
@@ -13,7 +13,7 @@ Two figures per run:
   between the first and the last completion (from the shard files' mtimes):
   the throughput once the actors are up, which is what a long job sees.
 
-The target (issue 13): 2 actors >= 1.6x the throughput of 1. The ratio is
+The target: 2 actors >= 1.6x the throughput of 1. The ratio is
 the median of the per-round ratios. This machine is shared with other
 sessions, so each round also measures a control without Ray: the same work
 in 1 and in 2 plain processes (one torch thread each, start-up excluded), the
