@@ -29,7 +29,7 @@ CAPTUM_ARGUMENTS: dict[str, str] = {
     "n_samples": "see the class's options below; None takes the class's default.",
     "perturbations_per_eval": (
         "coalitions per forward call, each call holding this times the batch size rows "
-        "(Captum's meaning), honoured exactly. None starts near 2^17 input elements per call "
+        "(Captum's meaning), honoured exactly. None starts near 2^19 input elements per call "
         "and doubles the calls while they get faster (engine/batching.py)."
     ),
     "return_input_shape": (
