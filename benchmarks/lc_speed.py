@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 from captum_graphshap import CShapley, GridGraph, LineGraph, LShapley
 from captum_graphshap.demo import CountingModel
+from captum_graphshap.demo.experiment import make_local_cnn
 from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.graphs import FeatureGraph, default_feature_mask
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
@@ -100,16 +101,10 @@ class TokenCNN(nn.Module):
 
 
 def digits_cnn() -> nn.Module:
-    """A small CNN for the 8x8 digits (88 k multiply-adds per image)."""
+    """A small CNN for the 8x8 digits (88 k multiply-adds per image): the demo's CNN
+    without pooling."""
     torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(16 * 8 * 8, 10),
-    )
+    return make_local_cnn()
 
 
 # ---------------------------------------------------------------- items 1-3

@@ -33,6 +33,7 @@ import warnings
 
 import numpy as np
 import torch
+from large_plans import cheap_cnn  # the same cheap model as large_plans.py
 
 import captum_graphshap as cg
 from captum_graphshap.graphs import GridGraph
@@ -50,17 +51,6 @@ class Counting(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls.append(x.shape[0])
         return self.model(x)
-
-
-def cheap_cnn() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 4, 3, stride=4),
-        torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1),
-        torch.nn.Flatten(),
-        torch.nn.Linear(4, 2),
-    ).eval()
 
 
 def resnet18() -> torch.nn.Module:
