@@ -22,6 +22,7 @@ from ..plans.cross_contributions import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.regression_adjusted import cubic_kernel_plan
+from ..plans.regression_mc import regression_mc_plan
 from ..plans.sampling import shear_plan
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
@@ -36,7 +37,7 @@ HVP_COST = 4
 GRADIENT_COST = 3
 
 #: ``estimator=`` choices of :class:`Shear`
-SHEAR_ESTIMATORS: tuple[str, ...] = ("regression", "paper")
+SHEAR_ESTIMATORS: tuple[str, ...] = ("regression", "regression_mc", "paper")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,10 @@ class ShearOptions(Options):
             complementary pairs stratified by size, and the estimate is the
             Shapley value of a regression-adjusted surrogate whose triples
             are those of strongest cross-contribution (see
-            ``plans/regression_adjusted.py``); ``"paper"``: the paper's
+            ``plans/regression_adjusted.py``); ``"regression_mc"``: the
+            same surrogate (triples from ``eta``) fitted out of fold and
+            corrected by the sampled residual, which makes the estimate
+            unbiased (``plans/regression_mc.py``); ``"paper"``: the paper's
             Eq. (14) over each feature's cooperators.
         return_derivative_evaluations: also return
             ``derivative_evaluations``, the forward equivalents spent on
@@ -207,7 +211,10 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             )
             spent = int((game.evaluations - before).max())
             pairs = (self._rows(options, d, n_samples, spent) - 2) // 2
-            plan = cubic_kernel_plan(d, pairs, options.generator, game.device, strength=strength)
+            make_plan = (
+                regression_mc_plan if options.estimator == "regression_mc" else cubic_kernel_plan
+            )
+            plan = make_plan(d, pairs, options.generator, game.device, strength=strength)
         derivatives = game.evaluations - before
         values = evaluate_plan(game, plan, show_progress, self.progress_desc)
         extras = {}
@@ -265,13 +272,14 @@ def _derivative_cost(kind: str, d: int) -> int:
     )
 
 
-def _check_floating(game: CoalitionGame) -> None:
+def _check_floating(game: CoalitionGame, who: str = "Shear") -> None:
     integer = [i for i, t in enumerate(game.inputs) if not t.is_floating_point()]
     if integer:
         raise TypeError(
-            f"Shear needs gradients, but inputs[{integer[0]}] has dtype "
+            f"{who} needs gradients, but inputs[{integer[0]}] has dtype "
             f"{game.inputs[integer[0]].dtype} (token ids?). Explain the embeddings "
-            "(floating inputs) instead, or use ShapleySampling, ExactShapley or LShapley, "
+            "(floating inputs) instead, or use ShapleySampling (without control_variate), "
+            "ExactShapley or LShapley, "
             "which need no gradients."
         )
 
@@ -287,7 +295,7 @@ def _check_budget(n_samples: Any) -> int:
     return n
 
 
-def _check_differentiable(game: CoalitionGame, value_fn: Any) -> None:
+def _check_differentiable(game: CoalitionGame, value_fn: Any, who: str = "Shear") -> None:
     """One gradient-tracked forward: the explained output must depend on the inputs.
 
     A detached or integer output has no derivatives; without this check the
@@ -299,9 +307,10 @@ def _check_differentiable(game: CoalitionGame, value_fn: Any) -> None:
     game.evaluations += 1
     if not output.requires_grad:
         raise TypeError(
-            "Shear needs a differentiable model, but the explained output does not depend on "
+            f"{who} needs a differentiable model, but the explained output does not depend on "
             "the inputs through autograd (detached, integer-valued, or computed under "
-            "torch.no_grad()). Use ShapleySampling or PairedKernelShap, which need no "
+            "torch.no_grad()). Use ShapleySampling or PairedKernelShap without "
+            "control_variate, which need no "
             "gradients, or return the output without detaching it."
         )
 

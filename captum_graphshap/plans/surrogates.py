@@ -141,7 +141,7 @@ def odd_features(coalitions: Tensor, triples: Tensor, dtype: torch.dtype) -> Ten
         cubic = s[:, triples[:, 0]] * s[:, triples[:, 1]] * s[:, triples[:, 2]]
         return torch.cat([s, cubic], dim=1)
     batch = triples.shape[0]
-    picked = s[:, triples.reshape(-1)].view(s.shape[0], batch, -1, 3).prod(dim=3)
+    picked = s[:, triples.reshape(-1)].view(s.shape[0], batch, triples.shape[1], 3).prod(dim=3)
     return torch.cat([s.expand(batch, *s.shape), picked.permute(1, 0, 2)], dim=2)
 
 

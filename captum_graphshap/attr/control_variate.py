@@ -1,0 +1,59 @@
+"""The Taylor control variate of a coalition game, and the checks of its options."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from ..engine.coalition_game import CoalitionGame
+from ..plans.limits import check_choice
+from ..plans.surrogates import QuadraticSurrogate, taylor_surrogate
+
+#: ``control_variate=`` choices (None: no control variate)
+CONTROL_VARIATES: tuple[str, ...] = ("taylor",)
+
+
+def check_control_options(control_variate: Any, point: Any, references: Any) -> None:
+    """``control_variate`` is None or ``"taylor"``; ``control_point`` a number in [0, 1]."""
+    if control_variate is None:
+        return
+    check_choice(control_variate, CONTROL_VARIATES, "control_variate")
+    if isinstance(point, bool) or not isinstance(point, numbers.Real) or not 0 <= float(point) <= 1:
+        raise ValueError(
+            f"control_point must be a number in [0, 1] (the expansion point b + t (x - b) "
+            f"of the Taylor surrogate; 0.5, the default, is the midpoint), got {point!r}."
+        )
+    if references is not None:
+        raise ValueError(
+            "control_variate='taylor' expands the model around one baseline and cannot "
+            "take references; pass baselines, or drop control_variate."
+        )
+
+
+def control_cost(num_features: int) -> int:
+    """Forward equivalents of the Taylor surrogate: a checking forward, a gradient, ``d`` HVPs."""
+    from .shear import GRADIENT_COST, HVP_COST
+
+    return 1 + GRADIENT_COST + HVP_COST * num_features
+
+
+def taylor_control(game: CoalitionGame, point: float) -> QuadraticSurrogate:
+    """The game's second-order Taylor surrogate at ``b + point (x - b)``.
+
+    Counts its cost (:func:`control_cost`) in ``game.evaluations``; refuses
+    integer inputs and models without gradients before any evaluation.
+    """
+    from .shear import GRADIENT_COST, HVP_COST, _check_differentiable, _check_floating
+
+    _check_floating(game, "control_variate='taylor'")
+    game.resolve_target()
+    value_fn = game.value_function()
+    _check_differentiable(game, value_fn, "control_variate='taylor'")
+    baselines = tuple(
+        background[0].expand_as(x) for background, x in zip(game.backgrounds, game.inputs)
+    )
+    surrogate = taylor_surrogate(
+        value_fn, game.inputs, baselines, game.features.masks, game.num_features, point
+    )
+    game.evaluations += GRADIENT_COST + HVP_COST * game.num_features
+    return surrogate
