@@ -188,3 +188,49 @@ def test_without_ray_the_import_error_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray.data", None)
     with pytest.raises(ImportError, match=r"captum-graphshap\[ray\]"):
         explain_dataset(lambda: cg.ExactShapley(make_model()), torch.ones(3, D), tmp_path)
+
+
+def test_explain_batch_in_a_ray_data_pipeline_equals_the_single_process_result(ray_session):
+    import numpy as np
+    import ray.data
+
+    from captum_graphshap.distributed import ExplainBatch
+
+    model = make_model()
+    x, y = make_data()
+    rows = [{"inputs": x[i].numpy(), "target": int(y[i]), "id": i} for i in range(N)]
+    explained = ray.data.from_items(rows).map_batches(
+        ExplainBatch,
+        fn_constructor_kwargs={"explainer_factory": lambda device: cg.ExactShapley(model)},
+        batch_size=BATCH,
+        compute=ray.data.ActorPoolStrategy(size=2),
+        num_cpus=1,
+    )
+    out = sorted(explained.take_all(), key=lambda row: row["id"])
+    phi = torch.as_tensor(np.stack([row["attributions"] for row in out]))
+    expected = cg.ExactShapley(model).attribute(x, target=y)
+    torch.testing.assert_close(phi, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="ExplainBatch"):
+        explain_dataset(lambda: cg.ExactShapley(model), ray.data.from_items(rows), "unused")
+
+
+def test_explain_batch_adds_the_returned_fields_and_refuses_reserved_arguments():
+    from captum_graphshap.distributed import ExplainBatch
+
+    model = make_model()
+    x, y = make_data()
+    udf = ExplainBatch(
+        lambda: cg.ShapleySampling(model),
+        {"n_samples": 4, "return_uncertainty": True},
+        device="cpu",
+    )
+    batch = {"inputs": x[:3].numpy(), "target": y[:3].numpy()}
+    out = udf(batch)
+    assert set(out) == {"inputs", "target", "attributions", "half_width"}
+    assert out["attributions"].shape == (3, D) and out["half_width"].shape == (3, D)
+    gap = (model(x[:3]) - model(torch.zeros(3, D))).gather(1, y[:3, None])[:, 0]
+    torch.testing.assert_close(torch.as_tensor(out["attributions"]).sum(1), gap.detach())
+    with pytest.raises(ValueError, match="'pixels' column"):
+        ExplainBatch(lambda: cg.ExactShapley(model), input_column="pixels", device="cpu")(batch)
+    with pytest.raises(ValueError, match="generator"):
+        ExplainBatch(lambda: cg.ExactShapley(model), {"generator": None}, device="cpu")

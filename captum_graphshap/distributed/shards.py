@@ -92,6 +92,14 @@ def dataset_length(dataset: Any) -> int:
         if len(set(lengths.values())) != 1:
             raise ValueError(f"dataset's columns differ in length: {lengths}.")
         return lengths["inputs"]
+    if type(dataset).__module__.startswith("ray.data"):
+        raise TypeError(
+            "explain_dataset reads examples by position (shards, resuming), which a "
+            "ray.data.Dataset does not offer. Put captum_graphshap.distributed.ExplainBatch "
+            "in its pipeline instead: ds.map_batches(ExplainBatch, fn_constructor_kwargs="
+            "{'explainer_factory': ...}, compute=ray.data.ActorPoolStrategy(size=...)); or, "
+            "if it fits in memory, pass ds.to_pandas() columns as a mapping."
+        )
     if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
         raise TypeError(
             "dataset must be a tensor, an array, a mapping of columns or a map-style "
