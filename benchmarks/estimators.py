@@ -25,6 +25,7 @@ Run: ``python benchmarks/estimators.py [--quick] [--device cpu] [--explicands 10
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 import warnings
@@ -292,7 +293,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--plot", default="benchmarks/estimators.png")
+    parser.add_argument(
+        "--replot", action="store_true", help="redraw the plot from the .json of a run"
+    )
     args = parser.parse_args()
+    if args.replot:
+        with open(args.plot.rsplit(".", 1)[0] + ".json") as handle:
+            saved = json.load(handle)
+        results = {
+            name: {label: {int(b): v for b, v in row.items()} for label, row in table.items()}
+            for name, table in saved.items()
+        }
+        plot(results, args.plot)
+        return
     explicands = 2 if args.quick else args.explicands
     seeds = 1 if args.quick else args.seeds
     if args.quick and args.models == ",".join(MODELS):
@@ -358,7 +371,9 @@ def main() -> None:
         results[name] = table
         report(name, table, budgets)
     plot(results, args.plot)
-    print(f"\nplot: {args.plot}")
+    with open(args.plot.rsplit(".", 1)[0] + ".json", "w") as handle:
+        json.dump(results, handle, indent=1)
+    print(f"\nplot: {args.plot} (figures: the .json beside it; --replot redraws from it)")
 
 
 def report(name: str, table: dict[str, dict[int, list[float]]], budgets: list[int]) -> None:
@@ -400,16 +415,27 @@ def plot(results: dict[str, dict[str, dict[int, list[float]]]], path: str) -> No
     columns = min(3, len(names))
     rows = math.ceil(len(names) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False)
+    labels = list(dict.fromkeys(label for table in results.values() for label in table))
+    ours = [label for label in labels if label.startswith("ours")]
+    peers = [label for label in labels if not label.startswith("ours")]
+    # ours: solid lines in warm/dark colours; peers: dashed, grey-blue family
+    colour = {label: plt.get_cmap("tab20")(i % 20) for i, label in enumerate(ours)}
+    colour.update({label: plt.get_cmap("Dark2")(i % 8) for i, label in enumerate(peers)})
     for axis, name in zip(axes.flat, names):
-        for label, row in results[name].items():
+        for label in ours + peers:
+            if label not in results[name]:
+                continue
+            row = results[name][label]
             budgets = sorted(row)
-            style = "-" if label.startswith("ours") else "--"
+            mine = label.startswith("ours")
             axis.loglog(
                 [row[b][1] for b in budgets],
                 [row[b][0] for b in budgets],
-                style,
-                marker="o",
+                "-" if mine else "--",
+                color=colour[label],
+                marker="o" if mine else "s",
                 markersize=3,
+                linewidth=1.6 if mine else 1.0,
                 label=label,
             )
         axis.set_title(name)
@@ -418,8 +444,8 @@ def plot(results: dict[str, dict[str, dict[int, list[float]]]], path: str) -> No
         axis.grid(True, which="both", alpha=0.3)
     for axis in list(axes.flat)[len(names) :]:
         axis.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    handles, names_shown = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, names_shown, loc="lower center", ncol=4, fontsize=8)
     figure.tight_layout(rect=(0, 0.12, 1, 1))
     figure.savefig(path, dpi=110)
 

@@ -18,7 +18,7 @@ resident set on CPU, ``torch.cuda.max_memory_allocated`` on a GPU):
 ``--quick`` keeps the plan builds and runs the end-to-end cases smaller
 (112 x 112 pixel grid, SLIC 50 only).
 
-Run:  python benchmarks/vision.py [--quick] [--device cpu|cuda] [--threads 2]
+Run:  python benchmarks/vision.py [--quick] [--device cpu|cuda] [--threads 2] [--only "SLIC 200"]
 """
 
 from __future__ import annotations
@@ -199,6 +199,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per case")
     parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", help="run only the cases whose name contains one of these comma-separated words"
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
@@ -210,6 +213,8 @@ def main() -> None:
     print(f"| case | plan s | evaluations | wall s | rows/s | {memory} | notes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, spec in cases(args.quick).items():
+        if args.only and not any(word in name for word in args.only.split(",")):
+            continue
         command = [sys.executable, __file__, "--case", json.dumps(spec)]
         command += ["--device", args.device, "--threads", str(args.threads)]
         done = subprocess.run(command, capture_output=True, text=True)
