@@ -86,13 +86,14 @@ def coverage_table(
     rows = []
     for budget in budgets:
         contenders = {
-            "ShapleySampling normal": lambda g, b=budget: ShapleySampling(model).attribute(
+            # the default: antithetic pairs and a t interval over the pairs (an even count)
+            "ShapleySampling t": lambda g, b=budget: ShapleySampling(model).attribute(
                 x,
                 baseline,
                 1,
                 None,
                 mask,
-                max(2, b // d),
+                max(4, b // d - (b // d) % 2),
                 generator=g,
                 return_uncertainty=True,
             ),
@@ -102,7 +103,7 @@ def coverage_table(
                 1,
                 None,
                 mask,
-                max(2, b // d),
+                max(4, b // d - (b // d) % 2),
                 generator=g,
                 return_uncertainty=True,
                 interval="bootstrap",

@@ -244,13 +244,14 @@ def test_posterior_equals_the_dense_constrained_conjugate_regression():
     precision = design.T @ weights @ design + prior
     theta = torch.linalg.solve(precision, design.T @ weights @ shifted)
     residual = shifted - design @ theta
-    s2 = (residual @ weights @ residual + PRIOR_PRECISION * theta @ theta) / n
+    dof = n - (d - 1)  # the flat reference prior's degrees of freedom
+    s2 = (residual @ weights @ residual + PRIOR_PRECISION * theta @ theta) / dof
     mean = 0.7 / d + basis @ theta
     scale = basis @ torch.linalg.inv(precision) @ basis.T
     torch.testing.assert_close(posterior.mean[0], mean)
     torch.testing.assert_close(posterior.scale[0], scale)
     torch.testing.assert_close(posterior.s2[0], s2)
-    t = student_t_quantile(0.9, n)
+    t = student_t_quantile(0.9, dof)
     torch.testing.assert_close(
         posterior.half_width(0.9)[0], t * (s2 * torch.diagonal(scale)).sqrt()
     )
