@@ -72,6 +72,28 @@ def test_every_class_gives_the_cpu_result_on_the_gpu(cls):
     assert torch.allclose(results["cpu"], results["cuda"], atol=tolerance, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("cls", "options"),
+    [
+        (cg.PairedKernelShap, {"estimator": "regression_mc", "budget": 40}),
+        (cg.Shear, {"estimator": "regression_mc", "budget": 120}),
+        (cg.ShapleySampling, {"control_variate": "taylor", "n_samples": 6, "antithetic": False}),
+    ],
+    ids=["regression_mc", "shear_regression_mc", "taylor_control_variate"],
+)
+def test_the_unbiased_estimators_give_the_cpu_result_on_the_gpu(cls, options):
+    d = 6
+    x = torch.randn(3, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = mlp(d).to(device)
+        generator = torch.Generator().manual_seed(0)  # draws on the CPU, moved once
+        out = cls(model).attribute(x.to(device), target=1, generator=generator, **options)
+        assert out.device.type == device
+        results[device] = out.cpu()
+    assert torch.allclose(results["cpu"], results["cuda"], atol=1e-7, rtol=0)
+
+
 def test_hessian_vector_products_under_vmap_on_the_gpu():
     d = 5
     x = torch.randn(2, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
