@@ -18,7 +18,8 @@ resident set on CPU, ``torch.cuda.max_memory_allocated`` on a GPU):
 ``--quick`` keeps the plan builds and runs the end-to-end cases smaller
 (112 x 112 pixel grid, SLIC 50 only).
 
-Run:  python benchmarks/vision.py [--quick] [--device cpu|cuda] [--threads 2] [--only "SLIC 200"]
+Run:  python benchmarks/vision.py [--quick] [--device cpu|cuda] [--threads 2]
+          [--only "SLIC 200;L-Shapley"]   (cases whose name contains one of the strings)
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per case")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--only", help="run only the cases whose name contains one of these comma-separated words"
+        "--only",
+        help="run only the cases whose name contains one of these ';'-separated strings",
     )
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -213,7 +215,7 @@ def main() -> None:
     print(f"| case | plan s | evaluations | wall s | rows/s | {memory} | notes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, spec in cases(args.quick).items():
-        if args.only and not any(word in name for word in args.only.split(",")):
+        if args.only and not any(part in name for part in args.only.split(";")):
             continue
         command = [sys.executable, __file__, "--case", json.dumps(spec)]
         command += ["--device", args.device, "--threads", str(args.threads)]
