@@ -279,8 +279,7 @@ def _check_floating(game: CoalitionGame, who: str = "Shear") -> None:
             f"{who} needs gradients, but inputs[{integer[0]}] has dtype "
             f"{game.inputs[integer[0]].dtype} (token ids?). Explain the embeddings "
             "(floating inputs) instead, or use ShapleySampling (without control_variate), "
-            "ExactShapley or LShapley, "
-            "which need no gradients."
+            "ExactShapley or LShapley, which need no gradients."
         )
 
 
@@ -309,9 +308,9 @@ def _check_differentiable(game: CoalitionGame, value_fn: Any, who: str = "Shear"
         raise TypeError(
             f"{who} needs a differentiable model, but the explained output does not depend on "
             "the inputs through autograd (detached, integer-valued, or computed under "
-            "torch.no_grad()). Use ShapleySampling or PairedKernelShap without "
-            "control_variate, which need no "
-            "gradients, or return the output without detaching it."
+            "torch.no_grad()). Use ShapleySampling (without control_variate) or "
+            "PairedKernelShap, which need no gradients, or return the output without "
+            "detaching it."
         )
 
 
