@@ -168,6 +168,9 @@ def regression_mc_plan(
         max(1, min(folds, drawn.shape[0])),
         strength,
     )
+    # i.i.d. draws may repeat (rarely: small sizes are enumerated). Without
+    # deduplication a repeat is evaluated again, which keeps the rows one to one
+    # with the draws (the estimate needs every draw) and the count honest.
     return Plan(DenseCoalitions(rows), design.estimate, distinct=True)
 
 
