@@ -13,7 +13,11 @@ from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
 from captum_graphshap.plans.linear import shapley_from_all_coalitions
-from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan, triple_count
+from captum_graphshap.plans.regression_adjusted import (
+    cubic_kernel_plan,
+    held_out_error,
+    triple_count,
+)
 from captum_graphshap.plans.sampling import (
     permutation_ranks,
     size_allocation,
@@ -201,6 +205,32 @@ def test_cubic_is_exact_for_a_game_of_order_three_and_linear_is_not():
         x, budget=122, estimator="stratified", generator=seeded(1)
     )
     assert float((linear[0] - exact).abs().max()) > 1e-3
+
+
+def test_held_out_error_prefers_the_triples_a_game_has_and_none_when_it_has_none():
+    d, pairs = 8, 60
+    z = every_coalition(d).double()
+    sampled, weights = stratified_paired_coalitions(d, pairs, seeded(2), torch.device("cpu"))
+    codes = (sampled.long() << torch.arange(d)).sum(1)
+
+    def odd_and_total(table):
+        odd = (table[codes] - table[(2**d - 1) - codes]) / 2
+        return odd[None], ((table[-1] - table[0]) / 2)[None]
+
+    truth = torch.tensor([[[0, 1, 2], [4, 5, 7]]])
+    wrong = torch.tensor([[[0, 3, 6], [1, 4, 6]]])
+    cubic = moebius_game(d, {1: 8, 2: 3}, seed=5)
+    cubic += 3.0 * z[:, [0, 1, 2]].prod(dim=1) - 2.0 * z[:, [4, 5, 7]].prod(dim=1)
+    odd, total = odd_and_total(cubic)
+    right = held_out_error(sampled, weights, odd, total, truth)
+    assert float(right) < 1e-20
+    assert float(held_out_error(sampled, weights, odd, total, truth[:, :0])) > 1e-3
+    assert float(held_out_error(sampled, weights, odd, total, wrong)) > 1e-3
+    # a game of order two has a linear odd part: no triple lowers the error
+    quadratic = moebius_game(d, {1: 8, 2: 10}, seed=6)
+    odd, total = odd_and_total(quadratic)
+    for triples in (truth[:, :0], wrong):
+        assert float(held_out_error(sampled, weights, odd, total, triples)) < 1e-20
 
 
 def softplus_mlp(d: int, seed: int = 0) -> nn.Module:

