@@ -12,7 +12,9 @@ kernel-weighted least-squares fit of ``u`` by the linear parities
 ``s_i = 2 z_i - 1`` (so it is exact for games of order two). Here the basis
 also holds the parities of the triples whose pairs interact most, chosen from
 the even part's pairwise coefficients (free: the same samples) or from SHEAR's
-cross-contributions, and the estimate is the closed-form Shapley value of the
+cross-contributions; how many is chosen per example by cross-validating the
+fit over folds of the pairs (none, when triples do not predict held-out
+pairs better). The estimate is the closed-form Shapley value of the
 fitted :class:`~captum_graphshap.plans.surrogates.OddCubicSurrogate`.
 
 Why this is regression adjustment: the linear parities are in the basis, so
