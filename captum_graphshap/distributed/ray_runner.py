@@ -19,6 +19,7 @@ from .shards import (
     EXTRA_HINT,
     ShardSettings,
     call_factory,
+    check_factory,
     check_manifest,
     check_positive,
     completed_shards,
@@ -199,11 +200,7 @@ def explain_dataset(
         )
         phi = read_explanations("explanations/")["attributions"]
     """
-    if not callable(explainer_factory):
-        raise TypeError(
-            "explainer_factory must be a callable returning an explainer, e.g. "
-            f"lambda device: LShapley(model.to(device)); got {type(explainer_factory).__name__}."
-        )
+    check_factory(explainer_factory)
     n = dataset_length(dataset)
     if n == 0:
         raise ValueError("dataset is empty: there is nothing to explain.")

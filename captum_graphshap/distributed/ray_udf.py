@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .shards import call_factory, result_fields
+from .shards import call_factory, check_factory, result_fields
 
 #: ``attribute_kwargs`` that ExplainBatch sets itself (from the batch, or not at all).
 _RESERVED = ("inputs", "target", "generator")
@@ -63,12 +63,7 @@ class ExplainBatch:
         target_column: str = "target",
         device: str | torch.device | None = None,
     ) -> None:
-        if not callable(explainer_factory):
-            raise TypeError(
-                "explainer_factory must be a callable returning an explainer, e.g. lambda "
-                "device: LShapley(model.to(device)); got "
-                f"{type(explainer_factory).__name__}."
-            )
+        check_factory(explainer_factory)
         kwargs = dict(attribute_kwargs or {})
         reserved = sorted(set(kwargs) & set(_RESERVED))
         if reserved:

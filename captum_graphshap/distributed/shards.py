@@ -299,6 +299,15 @@ def read_explanations(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+def check_factory(factory: Any) -> None:
+    """``explainer_factory`` must be callable (checked before Ray or a model starts)."""
+    if not callable(factory):
+        raise TypeError(
+            "explainer_factory must be a callable returning an explainer, e.g. "
+            f"lambda device: LShapley(model.to(device)); got {type(factory).__name__}."
+        )
+
+
 def call_factory(factory: Callable[..., Any], device: torch.device) -> Any:
     """``factory(device)``, or ``factory()`` when it takes no argument."""
     import inspect
