@@ -41,15 +41,13 @@ fits on ``(K - 1) / K`` of the draws and the residual's sampling noise.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
 from .regression_adjusted import MAX_PAIRWISE_FIT_FEATURES, even_pairwise, fit_odd_surrogate
 from .regression_adjusted import triple_count as cubic_triple_count
-from .sampling import distinct_subsets, size_allocation
+from .sampling import distinct_subsets, pair_capacity, size_allocation, uniform_subsets
 from .surrogates import OddCubicSurrogate, select_triples
 
 #: Cross-fitting folds. Measured on the Friedman GELU game (d = 16, 6
@@ -57,11 +55,6 @@ from .surrogates import OddCubicSurrogate, select_triples
 #: evaluations): 2 folds 0.56 / 6.0e-3 / 8.7e-4 / 7.5e-5 (half the draws per
 #: fit), 8 folds 1.7e-2 / 6.3e-3 / 5.9e-4 / 5.8e-5, 16 folds about the same as 8.
 FOLDS = 8
-
-
-def pair_capacity(d: int, size: int) -> int:
-    """Complementary pairs of the size pair ``(size, d - size)``."""
-    return math.comb(d, size) // (2 if 2 * size == d else 1)
 
 
 def pair_weights(coalitions: Tensor, dtype: torch.dtype) -> Tensor:
@@ -93,8 +86,7 @@ def iid_pairs(
         probabilities.to(device), count, replacement=True, generator=generator
     )
     size = torch.tensor(sizes, device=device)[which]
-    keys = torch.rand(count, d, generator=generator, device=device)
-    rows = keys.argsort(dim=1).argsort(dim=1) < size[:, None]
+    rows = uniform_subsets(size, d, generator)
     half = 2 * size == d
     rows = torch.where(half[:, None] & ~rows[:, :1], ~rows, rows)
     return rows, which

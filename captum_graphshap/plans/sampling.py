@@ -201,9 +201,23 @@ def sample_kernel_coalitions(
     rows = math.prod(shape)
     probabilities = kernel_size_probabilities(d).to(device)
     sizes = torch.multinomial(probabilities, rows, replacement=True, generator=generator) + 1
-    keys = torch.rand(rows, d, generator=generator, device=device)
-    ranks = keys.argsort(dim=1).argsort(dim=1)
-    return (ranks < sizes[:, None]).view(*shape, d)
+    return uniform_subsets(sizes, d, generator).view(*shape, d)
+
+
+def uniform_subsets(sizes: Tensor, d: int, generator: torch.Generator | None) -> Tensor:
+    """``(len(sizes), d)`` bool: row ``r`` a uniform subset of ``sizes[r]`` members.
+
+    Drawn on the generator's device (CPU without one): the members are the
+    ``sizes[r]`` smallest of ``d`` uniform keys.
+    """
+    device = generator.device if generator is not None else torch.device("cpu")
+    keys = torch.rand(sizes.shape[0], d, generator=generator, device=device)
+    return keys.argsort(dim=1).argsort(dim=1) < sizes.to(device)[:, None]
+
+
+def pair_capacity(d: int, size: int) -> int:
+    """Complementary pairs of the size pair ``(size, d - size)``."""
+    return math.comb(d, size) // (2 if 2 * size == d else 1)
 
 
 def kernel_coalitions(
@@ -235,7 +249,7 @@ def size_allocation(d: int, pairs: int) -> list[tuple[int, int, float]]:
     ``kernel_mass`` the Shapley kernel's total weight on it.
     """
     sizes = list(range(1, d // 2 + 1))
-    capacity = {s: math.comb(d, s) // (2 if 2 * s == d else 1) for s in sizes}
+    capacity = {s: pair_capacity(d, s) for s in sizes}
     kernel = {s: (1.0 if 2 * s == d else 2.0) / (s * (d - s)) for s in sizes}
     share = {s: (1.0 if 2 * s == d else 2.0) for s in sizes}
     counts: dict[int, int] = {}
@@ -286,8 +300,7 @@ def distinct_subsets(
         return rows.scatter_(1, members[pick], True)
     rows = torch.zeros(0, d, dtype=torch.bool, device=device)
     while rows.shape[0] < count:
-        keys = torch.rand(2 * count, d, generator=generator, device=device)
-        drawn = keys.argsort(dim=1).argsort(dim=1) < size
+        drawn = uniform_subsets(torch.full((2 * count,), size, device=device), d, generator)
         if half:
             drawn = torch.where(drawn[:, :1], drawn, ~drawn)
         merged = torch.cat([rows, drawn])
