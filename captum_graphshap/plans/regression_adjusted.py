@@ -117,17 +117,17 @@ def cubic_shapley(
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
     odd = (inside - outside) / 2
     d = sampled.shape[1]
-    if triples > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
-        strength = even_pairwise(sampled, weights, (inside + outside) / 2)
     total = (full - empty) / 2
-    if triples <= 0 or strength is None:
-        none = values.new_zeros(values.shape[0], 0, 3, dtype=torch.long)
-        return fit_odd_surrogate(sampled, weights, odd, total, none).shapley()
-    if pairs > SELECTION_MAX_PAIRS_PER_FEATURE * d:
-        chosen = select_triples(strength, triples)
-        return fit_odd_surrogate(sampled, weights, odd, total, chosen).shapley()
-    counts = sorted({min(d * (d - 1) * (d - 2) // 6, int(f * triples)) for f in TRIPLE_FRACTIONS})
-    ranked = select_triples(strength, counts[-1])  # best first: a prefix is the best k
+    select = triples > 0 and pairs <= SELECTION_MAX_PAIRS_PER_FEATURE * d
+    counts = (
+        sorted({min(d * (d - 1) * (d - 2) // 6, int(f * triples)) for f in TRIPLE_FRACTIONS})
+        if select
+        else [triples]
+    )
+    # best first: a prefix of the ranking is the best k
+    ranked = ranked_triples(sampled, weights, (inside + outside) / 2, counts[-1], strength)
+    if len(counts) == 1 or ranked.shape[1] == 0:
+        return fit_odd_surrogate(sampled, weights, odd, total, ranked).shapley()
     errors = torch.stack(
         [held_out_error(sampled, weights, odd, total, ranked[:, :k]) for k in counts]
     )
@@ -141,6 +141,24 @@ def cubic_shapley(
             )
             phi[rows] = surrogate.shapley()
     return phi
+
+
+def ranked_triples(
+    sampled: Tensor, weights: Tensor, even: Tensor, count: int, strength: Tensor | None
+) -> Tensor:
+    """``(N, k, 3)``, ``k <= count``: the most interacting triples, best first.
+
+    Scored by ``strength`` (SHEAR's cross-contributions) or, without it and
+    up to :data:`MAX_PAIRWISE_FIT_FEATURES` features, by the even part's
+    pairwise fit (:func:`even_pairwise`); none when ``count`` is 0 or
+    nothing scores them.
+    """
+    d = sampled.shape[1]
+    if count > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
+        strength = even_pairwise(sampled, weights, even)
+    if count <= 0 or strength is None:
+        return even.new_zeros(even.shape[0], 0, 3, dtype=torch.long)
+    return select_triples(strength, count)
 
 
 def held_out_error(

@@ -45,10 +45,10 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from .regression_adjusted import MAX_PAIRWISE_FIT_FEATURES, even_pairwise, fit_odd_surrogate
+from .regression_adjusted import fit_odd_surrogate, ranked_triples
 from .regression_adjusted import triple_count as cubic_triple_count
 from .sampling import distinct_subsets, pair_capacity, size_allocation, uniform_subsets
-from .surrogates import OddCubicSurrogate, select_triples
+from .surrogates import OddCubicSurrogate
 
 #: Cross-fitting folds. Measured on the Friedman GELU game (d = 16, 6
 #: explicands x 4 seeds, relative error at 64 / 256 / 1,024 / 4,096
@@ -268,8 +268,5 @@ def _fit_out_of_fold(
         linear = (total / d)[:, None].expand(batch, d)
         return OddCubicSurrogate(linear, odd.new_zeros(batch, 0), no_triples)
     count = cubic_triple_count(d, sampled.shape[0], informed=strength is not None)
-    if count > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
-        # the even part's pairwise terms rank the interactions, as in the cubic estimator
-        strength = even_pairwise(sampled, weights, even)
-    triples = select_triples(strength, count) if count > 0 and strength is not None else no_triples
+    triples = ranked_triples(sampled, weights, even, count, strength)
     return fit_odd_surrogate(sampled, weights, odd, total, triples)
