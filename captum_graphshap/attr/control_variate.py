@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -13,8 +14,20 @@ from ..plans.surrogates import QuadraticSurrogate, taylor_surrogate
 CONTROL_VARIATES: tuple[str, ...] = ("taylor",)
 
 
-def check_control_options(control_variate: Any, point: Any, references: Any) -> None:
-    """``control_variate`` is None or ``"taylor"``; ``control_point`` a number in [0, 1]."""
+def check_control_options(
+    control_variate: Any, point: Any, coefficient: Any, references: Any
+) -> None:
+    """``control_variate`` is None or ``"taylor"``; ``control_point`` a number in [0, 1];
+    ``control_coefficient`` ``"optimal"`` or a finite number (checked in any case)."""
+    if coefficient != "optimal" and (
+        isinstance(coefficient, bool)
+        or not isinstance(coefficient, numbers.Real)
+        or not math.isfinite(coefficient)
+    ):
+        raise ValueError(
+            f"control_coefficient must be 'optimal' or a finite number (1.0 samples the "
+            f"residual game), got {coefficient!r}."
+        )
     if control_variate is None:
         return
     check_choice(control_variate, CONTROL_VARIATES, "control_variate")
@@ -43,15 +56,11 @@ def taylor_control(game: CoalitionGame, point: float) -> QuadraticSurrogate:
     Counts its cost (:func:`control_cost`) in ``game.evaluations``; refuses
     integer inputs and models without gradients before any evaluation.
     """
-    from .shear import GRADIENT_COST, HVP_COST, _check_differentiable, _check_floating
+    from .shear import GRADIENT_COST, HVP_COST, _check_floating, derivative_setup
 
-    _check_floating(game, "control_variate='taylor'")
-    game.resolve_target()
-    value_fn = game.value_function()
-    _check_differentiable(game, value_fn, "control_variate='taylor'")
-    baselines = tuple(
-        background[0].expand_as(x) for background, x in zip(game.backgrounds, game.inputs)
-    )
+    who = "control_variate='taylor'"
+    _check_floating(game, who)
+    value_fn, baselines = derivative_setup(game, who)
     surrogate = taylor_surrogate(
         value_fn, game.inputs, baselines, game.features.masks, game.num_features, point
     )

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any
 
 import captum.attr as captum_attr
@@ -102,8 +100,9 @@ class ShapleySamplingOptions(Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_control_options(self.control_variate, self.control_point, self.references)
-        check_coefficient(self.control_coefficient)
+        check_control_options(
+            self.control_variate, self.control_point, self.control_coefficient, self.references
+        )
         check_budget(self.budget, self.n_samples)
         check_flag(self.antithetic, "antithetic")
         check_confidence(self.confidence)
@@ -116,21 +115,6 @@ class ShapleySamplingOptions(Options):
         if self.return_uncertainty:
             return 4 if self.antithetic else 2
         return 1
-
-
-def check_coefficient(coefficient: Any) -> None:
-    """``control_coefficient`` is ``"optimal"`` or a finite number."""
-    if coefficient == "optimal":
-        return
-    if (
-        isinstance(coefficient, bool)
-        or not isinstance(coefficient, numbers.Real)
-        or not math.isfinite(coefficient)
-    ):
-        raise ValueError(
-            f"control_coefficient must be 'optimal' or a finite number (1.0 samples the "
-            f"residual game), got {coefficient!r}."
-        )
 
 
 def check_orderings(n_samples: Any, antithetic: bool, uncertainty: bool) -> int:

@@ -314,15 +314,22 @@ def _check_differentiable(game: CoalitionGame, value_fn: Any, who: str = "Shear"
         )
 
 
-def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
+def derivative_setup(game: CoalitionGame, who: str = "Shear") -> tuple[Any, tuple[Tensor, ...]]:
+    """The value function, checked differentiable (one counted forward), and the
+    baselines expanded to the inputs: what derivatives at the game's points need."""
     game.resolve_target()
     value_fn = game.value_function()
     baselines = tuple(
         background[0].expand_as(x) for background, x in zip(game.backgrounds, game.inputs)
     )
+    _check_differentiable(game, value_fn, who)
+    return value_fn, baselines
+
+
+def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
+    value_fn, baselines = derivative_setup(game)
     masks = game.features.masks
     d = game.num_features
-    _check_differentiable(game, value_fn)
     if kind == "gradient":
         game.evaluations += GRADIENT_COST * (d + 1)
         return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
