@@ -99,9 +99,12 @@ class CoalitionGame:
         #: the rows and output of the call that found several outputs per
         #: example, replayed once when the adapter restarts (not evaluated twice)
         self._probe: tuple[list[Tensor], Tensor] | None = None
-        #: set when the model failed on a batch of several coalitions with the
-        #: automatic batching: the rest of the call sends one at a time
-        self.one_unit_per_call = False
+        #: one coalition per call: from the start for Captum's LLM forward (one
+        #: prompt per call), or once the model failed on a batch of several
+        #: coalitions with the automatic batching (the rest of the call)
+        self.one_unit_per_call = self.perturbations_per_eval is None and takes_one_prompt(
+            self.forward_func
+        )
         #: multi-output mode: the values of every ``_run`` of the first output's
         #: run, all outputs kept, replayed by the runs of the other outputs
         self.tape: list[tuple[tuple[Any, ...], Tensor]] = []
@@ -740,6 +743,23 @@ def _warn_halved(rows: int) -> None:
         RuntimeWarning,
         stacklevel=5,
     )
+
+
+def takes_one_prompt(forward_func: Callable[..., Any]) -> bool:
+    """Whether ``forward_func`` is Captum's LLM forward, which takes one prompt per call.
+
+    ``LLMAttribution`` (and ``RemoteLLMAttribution``) set the wrapped method's
+    ``forward_func`` to a bound method of themselves that formats and scores
+    one perturbed prompt: a batch of coalitions fails there, so such calls
+    start at one coalition per call instead of failing once and warning.
+    ``LLMShapley`` says it batches (``batches_coalitions``).
+    """
+    owner = getattr(forward_func, "__self__", None)
+    if owner is None:
+        return False
+    from captum.attr import LLMAttribution  # public; the engine imports Captum only here
+
+    return isinstance(owner, LLMAttribution) and not getattr(owner, "batches_coalitions", False)
 
 
 def _warn_one_per_call(error: str, rows: int) -> None:

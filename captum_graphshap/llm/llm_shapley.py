@@ -1,12 +1,13 @@
 """``LLMShapley``: Captum's LLM attribution, with many coalitions per model call.
 
 Captum's :class:`~captum.attr.LLMAttribution` calls the language model once per
-perturbed prompt (its forward takes one prompt). ``LLMShapley`` keeps its call
-and its :class:`~captum.attr.LLMAttributionResult` (so ``plot_token_attr`` and
-``plot_seq_attr`` work) and replaces the forward: the perturbed prompts of a
-chunk of coalitions, each followed by the target tokens, are right-padded into
-one batch with an attention mask and scored in one forward pass. Any method of
-this package can be wrapped; L-/C-Shapley get the prompt's graph
+perturbed prompt (its forward takes one prompt). ``LLMShapley`` keeps its call,
+its arguments and its :class:`~captum.attr.LLMAttributionResult` (so
+``plot_token_attr`` and ``plot_seq_attr`` work), and replaces the forward: the
+perturbed prompts of a chunk of coalitions go through the model together,
+scored as Captum scores one (``forward_in_tokens=True``: answer token by answer
+token; ``False``: prompt and answer in one pass), so the values are Captum's.
+Any method of this package can be wrapped; L-/C-Shapley get the prompt's graph
 (:func:`~captum_graphshap.llm.prompt_graph`), and Bivariate Shapley returns its
 interaction matrices next to the univariate values.
 """
@@ -23,6 +24,7 @@ from captum.attr import (
     PerturbationAttribution,
     ShapleyValues,
     ShapleyValueSampling,
+    TextTemplateInput,
     TextTokenInput,
 )
 from torch import Tensor
@@ -30,6 +32,15 @@ from torch import Tensor
 from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
 from .prompt_graph import prompt_graph
+
+
+_EMPTY_PROMPT = (
+    "inp: a perturbed prompt tokenises to no tokens (a template of placeholders only, "
+    "every segment at an empty baseline, and a tokenizer that adds no start token), so "
+    "no position predicts the answer's first token. Give the template fixed text (e.g. "
+    "'Q: {} {}'), non-empty baselines (TextTemplateInput(..., baselines=[...])), or a "
+    "tokenizer that adds a start token."
+)
 
 
 class LLMBivariateResult(LLMAttributionResult):
@@ -57,12 +68,24 @@ class LLMShapley(LLMAttribution):
     ``attr_target="prob"``) and, for Shapley-family methods, ``token_attr``
     (one row per answer token: its own log-probability).
 
-    The answer is scored in sequence form (prompt and target in one pass, as
-    Captum's ``forward_in_tokens=False``), which is exact for a causal LM
-    without sampling; ``forward_in_tokens`` is accepted and ignored. Token
-    prompts are perturbed as one tensor; template prompts are formatted and
+    The answer is scored as Captum's ``LLMAttribution`` scores it, for the same
+    arguments, so the values are Captum's: with ``forward_in_tokens=True`` (the
+    default) token by token, each answer token from the prompt and the answer
+    tokens before it, one forward per answer token (with the model's cache when
+    ``use_cached_outputs`` and the model has Hugging Face's generation helpers);
+    with ``forward_in_tokens=False`` prompt and answer in one forward, which is
+    faster for long answers and equal for a causal LM (Captum calls it an
+    approximation). Either way the prompts of a chunk of coalitions share the
+    forward passes: those of one length form one unpadded batch, so no model
+    needs to be causal or to honour an attention mask. Token prompts are
+    perturbed as one tensor (one length); template prompts are formatted and
     tokenised per coalition (a tokenizer need not split a text at segment
-    boundaries), then padded into one batch.
+    boundaries), then grouped by length.
+
+    A prompt that tokenises to no tokens (a template of placeholders only, all
+    at an empty baseline, with a tokenizer that adds no start token) leaves no
+    position to predict the answer from: it is refused with a ``ValueError``
+    before any model call.
 
     Graph methods (``LShapley``, ``CShapley``, ``MyersonValue``, and
     ``BivariateShapley`` with ``k=``) get ``graph=prompt_graph(inp)`` unless
@@ -87,6 +110,9 @@ class LLMShapley(LLMAttribution):
     """
 
     SUPPORTED_METHODS = (PerturbationAttribution,)
+    #: the forward takes a chunk of coalitions per call (Captum's takes one prompt;
+    #: the engine starts those at one coalition per call, see ``takes_one_prompt``)
+    batches_coalitions = True
     SUPPORTED_PER_TOKEN_ATTR_METHODS = (
         FeatureAblation,
         ShapleyValueSampling,
@@ -107,6 +133,7 @@ class LLMShapley(LLMAttribution):
     ) -> LLMAttributionResult:
         """Captum's ``LLMAttribution.attribute``; ``kwargs`` go to the wrapped method."""
         method = self.attr_method
+        self._check_prompts_not_empty(inp)
         if kwargs.get("graph") is None and (
             isinstance(method, GraphAttribution)
             or (isinstance(method, BivariateShapley) and kwargs.get("k") is not None)
@@ -123,10 +150,17 @@ class LLMShapley(LLMAttribution):
                 forward_in_tokens,
                 **kwargs,
             )
-        return self._attribute_bivariate(inp, target, num_trials, gen_args, **kwargs)
+        scoring = (use_cached_outputs, _inspect_forward, forward_in_tokens)
+        return self._attribute_bivariate(inp, target, num_trials, gen_args, scoring, **kwargs)
 
     def _attribute_bivariate(
-        self, inp: Any, target: Any, num_trials: int, gen_args: Any, **kwargs: Any
+        self,
+        inp: Any,
+        target: Any,
+        num_trials: int,
+        gen_args: Any,
+        scoring: tuple[Any, ...],
+        **kwargs: Any,
     ) -> LLMBivariateResult:
         target_tokens = self._get_target_tokens(inp, target, gen_args=gen_args)
         outputs = 1 + len(target_tokens)
@@ -136,7 +170,7 @@ class LLMShapley(LLMAttribution):
         for _ in range(num_trials):
             result = self.attr_method.attribute(
                 inp.to_tensor().to(self.device),
-                additional_forward_args=(inp, target_tokens),
+                additional_forward_args=(inp, target_tokens, *scoring),
                 return_shapley=True,
                 **kwargs,
             )
@@ -184,32 +218,116 @@ class LLMShapley(LLMAttribution):
         _inspect_forward: Any = None,
         forward_in_tokens: bool = True,
     ) -> Tensor:
-        """``(P,)`` scores of P perturbed prompts (``(P, 1 + T)`` per token), one forward."""
+        """``(P,)`` scores of P perturbed prompts (``(P, 1 + T)`` per token), batched.
+
+        Prompts of equal length go through the model together, unpadded, so each
+        row sees exactly the sequence Captum's one-prompt forward sees: the values
+        do not rely on the model being causal or honouring an attention mask.
+        """
         ids, lengths = self._prompt_ids(perturbed_tensor, inp)
         length = getattr(self, "_target_length", target_tokens.numel())
         target = target_tokens.reshape(-1)[:length].to(self.device)
-        count, steps = ids.shape[0], target.numel()
-        width = ids.shape[1] + steps
-        pad = getattr(self.tokenizer, "pad_token_id", None) or 0
-        full = torch.full((count, width), pad, dtype=torch.long, device=self.device)
-        full[:, : ids.shape[1]] = ids
-        answer = lengths[:, None] + torch.arange(steps, device=self.device)  # (P, T)
-        full.scatter_(1, answer, target.expand(count, -1))
-        attention = (torch.arange(width, device=self.device) < (lengths + steps)[:, None]).long()
-        with torch.no_grad():
-            logits = self.model(input_ids=full, attention_mask=attention).logits
-        if logits.dim() == 4:  # (P, 1, L, V) from some models
-            logits = logits[:, 0]
-        # logits at position j predict token j + 1: the answer's T tokens
-        picked = logits.gather(1, (answer - 1)[..., None].expand(-1, -1, logits.shape[-1]))
-        log_probs = torch.log_softmax(picked.float(), dim=-1)
-        token_log_probs = log_probs.gather(2, target.expand(count, -1)[..., None])[..., 0]
+        if bool((lengths == 0).any()):
+            raise ValueError(_EMPTY_PROMPT)
+        token_log_probs = torch.empty(ids.shape[0], target.numel(), device=self.device)
+        # one group per distinct prompt length (one for token prompts); templates
+        # whose segments tokenise to other lengths give a few groups, not one per row
+        for size in lengths.unique().tolist():
+            rows = (lengths == size).nonzero()[:, 0]
+            prompts = ids[rows, :size]
+            if forward_in_tokens:
+                scores = self._score_token_by_token(prompts, target, use_cached_outputs)
+            else:
+                scores = self._score_in_one_pass(prompts, target)
+            token_log_probs[rows] = scores.to(token_log_probs.dtype)
         total_log_prob = token_log_probs.sum(dim=1)
         if self.include_per_token_attr:
-            scores = torch.cat([total_log_prob[:, None], token_log_probs], dim=1)
+            log_probs = torch.cat([total_log_prob[:, None], token_log_probs], dim=1)
         else:
-            scores = total_log_prob
-        return scores if self.attr_target == "log_prob" else torch.exp(scores)
+            log_probs = total_log_prob
+        probs = torch.exp(log_probs)
+        if _inspect_forward is not None and forward_in_tokens:
+            # Captum's callback, once per prompt: (prompt, response, probabilities)
+            response = self.tokenizer.decode(target)
+            for row in range(ids.shape[0]):
+                prompt = self.tokenizer.decode(ids[row, : int(lengths[row])])
+                _inspect_forward(prompt, response, probs[row].reshape(-1).tolist())
+        return log_probs if self.attr_target == "log_prob" else probs
+
+    def _logits(self, outputs: Any) -> Tensor:
+        logits = outputs.logits
+        if logits.dim() == 4:  # (P, 1, L, V) from some models (Llama 4), as in Captum
+            logits = logits[:, 0]
+        return logits
+
+    def _score_in_one_pass(self, prompts: Tensor, target: Tensor) -> Tensor:
+        """``(P, T)`` log-probabilities of the answer, prompt and answer in one forward.
+
+        Captum's ``forward_in_tokens=False`` for P prompts of one length.
+        """
+        count, size, steps = prompts.shape[0], prompts.shape[1], target.numel()
+        full = torch.cat([prompts, target.expand(count, -1)], dim=1)
+        attention = torch.ones_like(full)
+        with torch.no_grad():
+            logits = self._logits(self.model.forward(input_ids=full, attention_mask=attention))
+        # logits at position j predict token j + 1
+        log_probs = torch.log_softmax(logits[:, size - 1 : size - 1 + steps], dim=-1)
+        return log_probs.gather(2, target.expand(count, -1)[..., None])[..., 0]
+
+    def _score_token_by_token(
+        self, prompts: Tensor, target: Tensor, use_cached_outputs: bool
+    ) -> Tensor:
+        """``(P, T)`` log-probabilities of the answer, one forward per answer token.
+
+        Captum's ``forward_in_tokens=True`` (the default) for P prompts of one
+        length at once: token t is scored from the prompt followed by the answer's
+        first t tokens, as generation produces it. With ``use_cached_outputs`` the
+        model's own generation helpers carry its cache from step to step, as in
+        Captum; a model without them recomputes the sequence (the same values).
+        """
+        count = prompts.shape[0]
+        cached = use_cached_outputs and all(
+            callable(getattr(self.model, name, None))
+            for name in ("prepare_inputs_for_generation", "_update_model_kwargs_for_generation")
+        )
+        model_inp: dict[str, Any] = {
+            "input_ids": prompts,
+            "attention_mask": torch.ones_like(prompts),
+            "use_cache": cached,
+        }
+        if cached:
+            model_inp["cache_position"] = torch.arange(prompts.shape[1], device=prompts.device)
+        columns = []
+        outputs = None
+        with torch.no_grad():
+            for token in target:
+                if cached:
+                    if outputs is not None:
+                        model_inp = self.model._update_model_kwargs_for_generation(
+                            outputs, model_inp
+                        )
+                    outputs = self.model.forward(
+                        **self.model.prepare_inputs_for_generation(**model_inp)
+                    )
+                else:
+                    model_inp["attention_mask"] = torch.ones_like(model_inp["input_ids"])
+                    outputs = self.model.forward(**model_inp)
+                log_probs = torch.log_softmax(self._logits(outputs)[:, -1], dim=-1)
+                columns.append(log_probs[:, token])
+                model_inp["input_ids"] = torch.cat(
+                    [model_inp["input_ids"], token.expand(count, 1)], dim=1
+                )
+        return torch.stack(columns, dim=1)
+
+    def _check_prompts_not_empty(self, inp: Any) -> None:
+        """Refuse, before any model call, a prompt that can tokenise to nothing."""
+        if not isinstance(inp, TextTemplateInput) or callable(inp.baselines):
+            return  # token prompts keep their length; callable baselines vary per call
+        present = inp.to_tensor()
+        for coalition in (torch.zeros_like(present), present):  # all absent, all present
+            ids = self._format_model_input(inp.to_model_input(coalition))["input_ids"]
+            if ids.numel() == 0:
+                raise ValueError(_EMPTY_PROMPT)
 
     def _prompt_ids(self, perturbed_tensor: Tensor | None, inp: Any) -> tuple[Tensor, Tensor]:
         """Right-padded ``(P, L)`` token ids of the perturbed prompts and their lengths."""

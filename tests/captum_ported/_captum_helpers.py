@@ -7,7 +7,9 @@
 # BaseTest.setUp no longer calls captum.log.patch_methods (Captum's internal
 # usage logging; a no-op outside Meta), and the pyre comments are dropped.
 # Vendored so that the ported tests import nothing from Captum's test helpers
-# or captum._utils at runtime.
+# or captum._utils at runtime. lcg, rand_like, deep_copy_args and
+# BasicModel_ConvNet (for test_targets/test_hook_removal/test_jit/test_llm_attr)
+# are Captum 0.9.0's (the same code as at that commit).
 #
 # BSD 3-Clause License
 #
@@ -40,9 +42,11 @@
 # OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
 
 
+import copy
 import random
 import unittest
-from typing import no_type_check
+from collections.abc import Callable, Generator
+from typing import Any, no_type_check
 
 import numpy as np
 import torch
@@ -51,6 +55,16 @@ from torch import Tensor
 from torch.futures import Future
 
 # --- captum/testing/helpers/basic.py -----------------------------------------
+
+
+def deep_copy_args(func: Callable[..., Any]) -> Callable[..., Any]:
+    def copy_args(*args: Any, **kwargs: Any) -> Any:
+        return func(
+            *(copy.deepcopy(x) for x in args),
+            **{k: copy.deepcopy(v) for k, v in kwargs.items()},
+        )
+
+    return copy_args
 
 
 def assertTensorAlmostEqual(
@@ -125,6 +139,24 @@ def set_all_random_seeds(seed: int = 1234) -> None:
     torch.manual_seed(seed)
     torch.cuda.manual_seed_all(seed)
     torch.backends.cudnn.deterministic = True
+
+
+def lcg(a: int = 16843009, b: int = 3014898611, m: int = 1 << 32) -> Generator[int, None, None]:
+    """Linear congruential generator"""
+    x = 1
+    while True:
+        x = (a * x + b) % m
+        yield x
+
+
+def rand_like(a: Tensor) -> Tensor:
+    """Random tensors (for dependency-free version-agnostic reproducibility).
+    PyTorch does not guarantee reproducible numbers across PyTorch releases,
+    individual commits, or different platforms. See:
+    https://pytorch.org/docs/stable/notes/randomness.html"""
+    g = lcg()
+    nums = [next(g) / (1 << 32) for _ in range(a.numel())]
+    return torch.tensor(nums, dtype=a.dtype, device=a.device).reshape(a.shape)
 
 
 class BaseTest(unittest.TestCase):
@@ -317,3 +349,32 @@ class BasicModel_MultiLayer_MultiInput_with_Future(nn.Module):
     @no_type_check
     def forward(self, x1: Tensor, x2: Tensor, x3: Tensor, scale: int) -> Future[Tensor]:
         return self.model(scale * (x1 + x2 + x3))
+
+
+class BasicModel_ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 2, 3, 1)
+        self.relu1 = nn.ReLU()
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(2, 4, 3, 1)
+        self.relu2 = nn.ReLU()
+        self.pool2 = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(4, 8)
+        self.relu3 = nn.ReLU()
+        self.fc2 = nn.Linear(8, 10)
+        self.softmax = nn.Softmax(dim=1)
+
+        self.fc1.weight = nn.Parameter(torch.ones(8, 4))
+        self.fc2.weight = nn.Parameter(torch.ones(10, 8))
+
+    @no_type_check
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.relu1(self.conv1(x))
+        x = self.pool1(x)
+        x = self.relu2(self.conv2(x))
+        x = self.pool2(x)
+        x = x.view(-1, 4)
+        x = self.relu3(self.fc1(x))
+        x = self.fc2(x)
+        return self.softmax(x)
