@@ -33,7 +33,6 @@ from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
 from .prompt_graph import prompt_graph
 
-
 _EMPTY_PROMPT = (
     "inp: a perturbed prompt tokenises to no tokens (a template of placeholders only, "
     "every segment at an empty baseline, and a tokenizer that adds no start token), so "
