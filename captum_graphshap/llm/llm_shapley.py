@@ -280,42 +280,38 @@ class LLMShapley(LLMAttribution):
 
         Captum's ``forward_in_tokens=True`` (the default) for P prompts of one
         length at once: token t is scored from the prompt followed by the answer's
-        first t tokens, as generation produces it. With ``use_cached_outputs`` the
-        model's own generation helpers carry its cache from step to step, as in
-        Captum; a model without them recomputes the sequence (the same values).
+        first t tokens, as generation produces it. With ``use_cached_outputs``
+        each step feeds only the new token with the previous step's
+        ``past_key_values`` (a model whose outputs have none recomputes the
+        sequence): the values of the full sequence, faster.
         """
         count = prompts.shape[0]
-        cached = use_cached_outputs and all(
-            callable(getattr(self.model, name, None))
-            for name in ("prepare_inputs_for_generation", "_update_model_kwargs_for_generation")
-        )
-        model_inp: dict[str, Any] = {
-            "input_ids": prompts,
-            "attention_mask": torch.ones_like(prompts),
-            "use_cache": cached,
-        }
-        if cached:
-            model_inp["cache_position"] = torch.arange(prompts.shape[1], device=prompts.device)
+        ids = prompts
         columns = []
-        outputs = None
+        outputs: Any = None
         with torch.no_grad():
-            for token in target:
-                if cached:
-                    if outputs is not None:
-                        model_inp = self.model._update_model_kwargs_for_generation(
-                            outputs, model_inp
-                        )
+            for step, token in enumerate(target):
+                past = getattr(outputs, "past_key_values", None) if use_cached_outputs else None
+                if past is not None:
+                    # Captum 0.9.0 steps with the model's generation helpers
+                    # instead; under transformers 5 those no longer advance
+                    # cache_position, and it re-feeds the whole sequence.
                     outputs = self.model.forward(
-                        **self.model.prepare_inputs_for_generation(**model_inp)
+                        input_ids=ids[:, -1:],
+                        attention_mask=torch.ones_like(ids),
+                        past_key_values=past,
+                        use_cache=True,
                     )
                 else:
-                    model_inp["attention_mask"] = torch.ones_like(model_inp["input_ids"])
-                    outputs = self.model.forward(**model_inp)
+                    outputs = self.model.forward(
+                        input_ids=ids,
+                        attention_mask=torch.ones_like(ids),
+                        use_cache=use_cached_outputs,
+                    )
                 log_probs = torch.log_softmax(self._logits(outputs)[:, -1], dim=-1)
                 columns.append(log_probs[:, token])
-                model_inp["input_ids"] = torch.cat(
-                    [model_inp["input_ids"], token.expand(count, 1)], dim=1
-                )
+                if step + 1 < target.numel():
+                    ids = torch.cat([ids, token.expand(count, 1)], dim=1)
         return torch.stack(columns, dim=1)
 
     def _check_prompts_not_empty(self, inp: Any) -> None:
