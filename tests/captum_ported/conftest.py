@@ -29,10 +29,11 @@ COUNTS_PASSES = (
 )
 
 KERNEL_RNG = (
-    "accepted deviation: PairedKernelShap draws one set of coalitions per batch (paired, "
-    "shared by the examples); Captum's KernelShap draws per example in sequence, and this "
-    "case compares a batch with each example alone under the same seed, i.e. Captum's exact "
-    "random-number consumption. Both results are estimates of the same Shapley values"
+    "accepted deviation: PairedKernelShap draws one set of paired coalitions per batch, "
+    "shared by the examples (an example alone under the same seed gets its row of the "
+    "batch). Captum's KernelShap, a Lime, draws per example in sequence, so this case does "
+    "not reseed between examples and expects each example alone to continue the batch's "
+    "random stream: Captum's exact random-number consumption"
 )
 TARGET_ERROR = (
     "accepted deviation: an impossible target ((9999,) * 20 for a (2,)-output model) raises "
