@@ -37,7 +37,7 @@ KERNEL_RNG = (
 )
 TARGET_ERROR = (
     "accepted deviation: an impossible target ((9999,) * 20 for a (2,)-output model) raises "
-    "ValueError naming the target, before any model call; Captum's test expects "
+    "ValueError naming the target and the output's shape; Captum's test expects "
     "AssertionError. No hook is left either way"
 )
 JIT_TRACE = (
