@@ -70,9 +70,12 @@ class LLMShapley(LLMAttribution):
     The answer is scored as Captum's ``LLMAttribution`` scores it, for the same
     arguments, so the values are Captum's: with ``forward_in_tokens=True`` (the
     default) token by token, each answer token from the prompt and the answer
-    tokens before it, one forward per answer token (with the model's cache when
-    ``use_cached_outputs`` and the model has Hugging Face's generation helpers);
-    with ``forward_in_tokens=False`` prompt and answer in one forward, which is
+    tokens before it, one forward per answer token (with ``use_cached_outputs``,
+    the default, each step feeds only the new token and the previous step's
+    ``past_key_values``: the same values; Captum 0.9.0's cached path differs
+    from its own uncached one under transformers 5, see the README's
+    differences); with ``forward_in_tokens=False`` prompt and answer in one
+    forward, which is
     faster for long answers and equal for a causal LM (Captum calls it an
     approximation). Either way the prompts of a chunk of coalitions share the
     forward passes: those of one length form one unpadded batch, so no model
