@@ -235,7 +235,9 @@ class GameAttribution(PerturbationAttribution):
                 whole = game.aggregated()
                 outcome = self._explain_outputs(whole, checked, show_progress)
                 game.evaluations += whole.evaluations
+                check_finite_result(self, whole, outcome)
                 return _result(whole, outcome, checked, is_tuple, aggregated=True)
+        check_finite_result(self, game, outcome)
         if not input_shape:
             # Captum's KernelShap with return_input_shape=False: one value per feature
             return _result(game, outcome, checked, is_tuple, per_feature=True)
@@ -387,6 +389,39 @@ class KernelAttribution(GameAttribution):
             {"n_samples": n_samples, **options},
             input_shape=return_input_shape,
         )
+
+
+def check_finite_result(explainer: GameAttribution, game: CoalitionGame, outcome: Outcome) -> None:
+    """Raise when the attributions are not finite although every model output was.
+
+    The one guard for every class: an estimator that divides by a zero
+    variance or solves a singular system must never hand NaN back silently.
+    With ``on_nan="propagate"`` and a non-finite model output the NaN is the
+    model's and is returned, as asked. Attributions too large for the inputs'
+    half-precision dtype are refused here as well, with the fix.
+    """
+    values = outcome.attributions
+    if not bool(torch.isfinite(values).all()):
+        if game.nonfinite_outputs[0]:
+            return
+        bad = (~torch.isfinite(values)).reshape(values.shape[0], -1).any(dim=1)
+        raise RuntimeError(
+            f"internal error: {type(explainer).__name__} computed NaN or infinite attributions "
+            f"for examples {bad.nonzero()[:, 0].tolist()[:20]} ({game.num_features} features) "
+            "although every model output was finite. Please report it with the class, its "
+            "options, the number of features and the budget; ExactShapley (small d) or "
+            "ShapleySampling give finite values meanwhile."
+        )
+    dtype = game.attribution_dtype()
+    if dtype in (torch.float16, torch.bfloat16):
+        largest = float(values.abs().max()) if values.numel() else 0.0
+        limit = float(torch.finfo(dtype).max)
+        if largest > limit:
+            raise ValueError(
+                f"the attributions reach {largest:.4g}, beyond the largest {dtype} value "
+                f"({limit:.4g}) of the inputs' dtype, so they would come back infinite. Pass "
+                "inputs in float32 (inputs.float()), or scale the model's output down."
+            )
 
 
 #: layers whose output depends on train mode (batch statistics, random drops)
