@@ -47,21 +47,23 @@ class Case:
         return f"{self.cls}({opts})"
 
 
+KERNEL = {
+    name: Case("PairedKernelShap", (("estimator", name),))
+    for name in ("kernel", "stratified", "cubic", "regression_mc")
+}
+SHEAR = {
+    name: Case("Shear", (("estimator", name),), efficient=name != "paper", derivatives=True)
+    for name in ("regression", "regression_mc", "paper")
+}
 CASES = [
     Case("ExactShapley", budgeted=False),
     Case("ShapleySampling"),
     Case("ShapleySampling", (("antithetic", False),)),
     Case("ShapleySampling", (("return_uncertainty", True),)),
     Case("ShapleySampling", (("control_variate", "taylor"),), derivatives=True),
-    *[
-        Case("PairedKernelShap", (("estimator", name),))
-        for name in ("kernel", "stratified", "cubic", "regression_mc")
-    ],
+    *KERNEL.values(),
     Case("PairedKernelShap"),
-    *[
-        Case("Shear", (("estimator", name),), efficient=name != "paper", derivatives=True)
-        for name in ("regression", "regression_mc", "paper")
-    ],
+    *SHEAR.values(),
     Case("BayesShap"),
     Case("BayesShap", (("return_uncertainty", True),)),
     Case("MyersonValue", budgeted=False),
@@ -128,12 +130,12 @@ def _explain(case: Case, model: CountingModel, x: torch.Tensor, budget: int | No
     seed=st.integers(0, 3),
 )
 # the failures of issue 19, kept as fixed examples
-@example(Case("PairedKernelShap", (("estimator", "cubic"),)), 2, 30, False, "float32", "smooth", 0)
-@example(Case("PairedKernelShap", (("estimator", "stratified"),)), 2, 3, False, "float64", "relu", 1)
-@example(Case("Shear", (("estimator", "regression"),), derivatives=True), 1, 4, False, "float32", "smooth", 0)
-@example(Case("Shear", (("estimator", "regression"),), derivatives=True), 2, 8, False, "float64", "smooth", 2)
-@example(Case("PairedKernelShap", (("estimator", "regression_mc"),)), 4, 3, False, "float64", "relu", 3)
-@example(Case("PairedKernelShap", (("estimator", "regression_mc"),)), 4, 5, False, "float32", "smooth", 1)
+@example(KERNEL["cubic"], 2, 30, False, "float32", "smooth", 0)
+@example(KERNEL["stratified"], 2, 3, False, "float64", "relu", 1)
+@example(SHEAR["regression"], 1, 4, False, "float32", "smooth", 0)
+@example(SHEAR["regression"], 2, 8, False, "float64", "smooth", 2)
+@example(KERNEL["regression_mc"], 4, 3, False, "float64", "relu", 3)
+@example(KERNEL["regression_mc"], 4, 5, False, "float32", "smooth", 1)
 @example(Case("PairedKernelShap"), 1, 0, False, "float64", "smooth", 0)
 @example(Case("BayesShap"), 4, 40, True, "float64", "smooth", 0)
 def test_finite_efficient_within_budget_and_nothing_mutated(
