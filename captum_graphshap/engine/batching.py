@@ -315,10 +315,12 @@ class Pacer:
         )
 
     def _new_bar(self, initial: int) -> Any:
+        # Captum's bars, under the same label, count iterations (permutations,
+        # samples); this one counts model rows, and says so
         return tqdm(
             total=self.units * self.width,
             initial=initial,
-            desc=self.desc,
+            desc=f"{self.desc}, model rows" if self.desc else "model rows",
             unit="row",
         )
 
