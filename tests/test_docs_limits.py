@@ -100,7 +100,7 @@ STATEMENT = re.compile(r"2\^\{?(2[02])\}?|\bd\s*(?:≤|<=|=)\s*\$?(20)\b|\b(20) 
 
 SCANNED = [
     ROOT / "README.md",
-    *sorted((ROOT / "docs").rglob("*.md")),
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts),
     *sorted((ROOT / "docs" / "api").glob("*.rst")),
     *sorted((ROOT / "captum_graphshap" / "attr").glob("*.py")),
 ]
