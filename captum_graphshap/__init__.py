@@ -56,7 +56,16 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    # What a user may reach: the public names and the public subpackages (found
+    # without importing them), not this file's own imports (Any, importlib, ...).
+    import pkgutil
+
+    submodules = {
+        info.name
+        for info in pkgutil.iter_modules(__path__)
+        if not info.name.startswith("_") and info.name != "game"  # game: deprecated alias
+    }
+    return sorted({*__all__, "__version__", *submodules})
 
 
 __all__ = [

@@ -234,21 +234,39 @@ def _drop_builtin_docstrings(app, what, name, obj, options, lines):
             lines[:] = []
 
 
+#: Abbreviations a summary may not end on: "(Chen et al., ICLR 2019, Eq. 5)."
+#: would otherwise be cut at "Eq." (autosummary knows "et al." but not these).
+_ABBREVIATIONS = ("Eq.", "Eqs.", "Sec.", "Fig.", "Alg.", "Thm.", "Prop.", "cf.", "vs.")
+
+
+def first_sentence(paragraph: str) -> str:
+    """The paragraph up to the first ``". "`` outside a literal and after no abbreviation."""
+    import re
+
+    for end in re.finditer(r"\.(?=\s)", paragraph):
+        sentence = paragraph[: end.end()]
+        if sentence.count("``") % 2 == 0 and not sentence.endswith(_ABBREVIATIONS):
+            return sentence
+    return paragraph
+
+
 def _whole_literals_in_summaries() -> None:
-    """autosummary cuts a summary at the first ``". "``, even inside ````...````."""
+    """autosummary cuts a summary at the first ``". "``, even inside ````...```` or after "Eq."."""
     from sphinx.ext import autosummary
 
     original = autosummary.extract_summary
 
     def extract_summary(doc, document):
         summary = original(doc, document)
-        if summary.count("``") % 2:
+        if summary.count("``") % 2 or summary.endswith(_ABBREVIATIONS):
             paragraph = []
             for line in doc:
                 if not line.strip():
-                    break
+                    if paragraph:
+                        break
+                    continue
                 paragraph.append(line.strip())
-            summary = " ".join(paragraph)
+            summary = first_sentence(" ".join(paragraph))
         return summary
 
     autosummary.extract_summary = extract_summary

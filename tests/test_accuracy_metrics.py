@@ -92,6 +92,16 @@ def test_metrics_refuse_non_finite_explanations():
             metric(nan, nan)
     with pytest.raises(ValueError, match="NaN or infinite"):
         faithfulness(nan, torch.ones(2, 3))
+    calls = []
+
+    def model(x):
+        calls.append(x.shape[0])
+        return x.sum(1)
+
+    # monotonicity scored NaN attributions (0.333) before; now refused before any model call
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        monotonicity(model, torch.ones(2, 3), nan)
+    assert calls == []
 
 
 def test_half_precision_errors_do_not_overflow():

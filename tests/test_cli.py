@@ -96,6 +96,29 @@ def test_samplers_get_c_shapley_k1_budget_and_counts_are_stated(quick_demo):
     # k=2 needs far more connected sets around each pixel than k=1.
     assert evaluations[demo.C_SHAPLEY_2] > 10 * budget > 10 * evaluations[demo.L_SHAPLEY]
     assert f"{budget:.0f}" in printed
+    # the prose quotes the counts of the table, of the same run
+    used = f"used {evaluations[demo.CAPTUM_SAMPLING]:.0f}, KernelShap {budget:.0f}."
+    assert used in printed and used in result.report.read_text()
+    assert (evaluations[demo.CAPTUM_SAMPLING] - 1) % 64 == 0  # whole permutations of 64
+
+
+def test_word_values_are_printed_with_their_scale(quick_demo, tmp_path):
+    import dataclasses
+    import shutil
+
+    out, _, result = quick_demo
+    for figure in ("heatmaps.png", "masking.png"):
+        shutil.copy(out / figure, tmp_path / figure)
+    words = (["a", "dull", "film"], [0.25, -0.5, 0.0], "negative")
+    report = tmp_path / "report.html"
+    demo.write_report(
+        dataclasses.replace(result, report=report, text=[words]), "heatmaps.png", "masking.png"
+    )
+    page = report.read_text()
+    # every value is on the page, not only in a tooltip, and the scale is +-0.50
+    for word, value in zip(words[0], words[1]):
+        assert f"{word}<small>{value:+.2f}</small>" in page
+    assert "scale: -0.50" in page and "+0.50 (white: 0)" in page
 
 
 def test_masking_curves_start_at_zero_and_c_shapley_beats_random(quick_demo):
@@ -165,6 +188,8 @@ def test_report_says_why_the_ranking_looks_as_it_does(quick_demo):
     assert check is not None and 0.85 < check.accuracy <= 1
     # The second setting uses the same 8x8 grid and k, so the same budget.
     assert check.evaluations == result.evaluations[demo.C_SHAPLEY_1]
+    assert check.captum_evaluations == result.evaluations[demo.CAPTUM_SAMPLING]
+    assert f"({check.evaluations:.0f} and {check.captum_evaluations:.0f} evaluations" in page
     for areas in (check.c_shapley, check.captum):
         assert areas.shape == (n,) and bool(torch.isfinite(areas).all())
         assert float(areas.mean()) < result.auc[demo.RANDOM] - 0.5

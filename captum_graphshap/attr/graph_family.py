@@ -37,8 +37,9 @@ class GraphOptions(Options):
             the half-width ``z * SD / sqrt(B)`` over them (Merrick and Taly).
         confidence: the level of that interval, in (0, 1).
         budget: the most model evaluations per example (None: plans up to
-            ``2^22`` coalitions). A plan over it is refused with its count,
-            before any model call, unless ``over_budget="regression"``.
+            ``2^22`` coalitions on grids and lines, ``2^20`` on other graphs).
+            A plan over it is refused with its count, before any model call,
+            unless ``over_budget="regression"``.
         over_budget: ``"refuse"`` (default) or ``"regression"``: over the
             budget, use C-Shapley's regression variant (Sec. 4.3.2) over the
             connected sets of the largest size ``<= max(k, 1)`` that fits.

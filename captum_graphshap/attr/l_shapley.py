@@ -45,8 +45,8 @@ class LShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
     It is exact when features interact only within distance ``k``, and costs
     a number of model rows linear in ``d``: at most :math:`2^{2k} d` distinct
     coalitions on a line, shared across features and deduplicated. Refuses
-    plans above :math:`2^{22}` coalitions per example, or above ``budget``,
-    giving the count.
+    plans above :math:`2^{22}` coalitions per example on grids and lines,
+    above :math:`2^{20}` on other graphs, or above ``budget``, giving the count.
 
     Example:
         >>> import torch

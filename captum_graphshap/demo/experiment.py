@@ -324,8 +324,9 @@ def locality_check(
     budget = counter.rows / len(examples)
     pixel_mask = torch.arange(64).reshape(1, 1, 8, 8)
     torch.manual_seed(seed)
+    counter.rows = 0
     with single_thread():
-        captum = ShapleyValueSampling(lambda x: torch.log_softmax(model(x), dim=1)).attribute(
+        captum = ShapleyValueSampling(lambda x: torch.log_softmax(counter(x), dim=1)).attribute(
             examples,
             baselines=0.0,
             target=predicted,
@@ -333,6 +334,7 @@ def locality_check(
             n_samples=max(1, round((budget - 1) / 64)),
             perturbations_per_eval=64,
         )
+        captum_evaluations = counter.rows / len(examples)
         areas = [
             torch.trapezoid(
                 masking_curve(
@@ -349,7 +351,7 @@ def locality_check(
             )
             for attr in (c_shapley, captum)
         ]
-    return LocalityCheck(accuracy, budget, areas[0], areas[1])
+    return LocalityCheck(accuracy, budget, areas[0], areas[1], captum_evaluations)
 
 
 def explain_digits(

@@ -13,6 +13,8 @@ from torch import Tensor
 from .results import (
     C_SHAPLEY_1,
     C_SHAPLEY_2,
+    CAPTUM_KERNEL,
+    CAPTUM_SAMPLING,
     EXACT_PATCHES,
     L_SHAPLEY,
     RANDOM,
@@ -28,11 +30,15 @@ PIXELS_PER_FEATURE = {L_SHAPLEY: 4, EXACT_PATCHES: 16}
 
 
 def _budget_note(evaluations: dict[str, float]) -> str:
+    # The figures are the counted ones of this run (the table's), not the budget
+    # asked for: ShapleyValueSampling spends whole permutations.
     budget, wide = evaluations[C_SHAPLEY_1], evaluations[C_SHAPLEY_2]
     return (
-        f"Captum's samplers get C-Shapley k=1's budget, {budget:.0f} model evaluations per "
-        f"digit; matching k=2's {wide:.0f} would make Captum's KernelShap, which draws its "
-        f"samples one at a time in Python, {wide / budget:.0f}x slower."
+        f"Captum's samplers get C-Shapley k=1's budget of {budget:.0f} model evaluations per "
+        f"digit: ShapleyValueSampling, which spends whole permutations of 64 rows, used "
+        f"{evaluations[CAPTUM_SAMPLING]:.0f}, KernelShap {evaluations[CAPTUM_KERNEL]:.0f}. "
+        f"Matching k=2's {wide:.0f} would make Captum's KernelShap, which draws its samples "
+        f"one at a time in Python, {wide / budget:.0f}x slower."
     )
 
 
@@ -76,13 +82,17 @@ def plot_heatmaps(
     """
     spread = PIXELS_PER_FEATURE if pixels_per_feature is None else pixels_per_feature
     from matplotlib.colors import LinearSegmentedColormap, Normalize
+    from matplotlib.ticker import MaxNLocator
 
     from ..viz import to_hwc
 
     cmap = LinearSegmentedColormap.from_list("RdWhGn", ["red", "white", "green"])
     names = [name for name in attributions if name != RANDOM]
     n = examples.shape[0]
-    figure, axes = _figure(n, len(names) + 1, (1.6 * (len(names) + 1) + 0.9, 1.75 * n + 0.9))
+    # Drawn at the size it is shown (the report's column, ~950 px at 110 dpi), with
+    # text of 9 pt and more: a wider figure scaled down by the browser made the
+    # colour bars' ticks about 6 px tall.
+    figure, axes = _figure(n, len(names) + 1, (8.6, 1.35 * n + 1.2))
     for i in range(n):
         image = to_hwc(examples, i)
         axes[i][0].imshow(image[:, :, 0], cmap="gray", vmin=0, vmax=1)
@@ -94,27 +104,31 @@ def plot_heatmaps(
         for j, (name, heat) in enumerate(zip(names, maps), start=1):
             drawn = axes[i][j].imshow(heat, cmap=cmap, norm=norm)
             if i == 0:
-                axes[i][j].set_title(name.replace(", ", "\n"))
-        bar = figure.colorbar(drawn, ax=list(axes[i][1:]), shrink=0.9, aspect=12, pad=0.01)
-        bar.ax.tick_params(labelsize=6)
-        bar.set_label("attribution per pixel", fontsize=6)
+                axes[i][j].set_title(_column_title(name))
+        bar = figure.colorbar(drawn, ax=list(axes[i][1:]), shrink=0.95, aspect=10, pad=0.015)
+        bar.ax.tick_params(labelsize=9)
+        bar.locator = MaxNLocator(5, symmetric=True)
+        bar.update_ticks()
     for row in axes:
         for axis in row:
             axis.set_xticks([])
             axis.set_yticks([])
-            axis.title.set_fontsize(7)
+            axis.title.set_fontsize(9)
     figure.suptitle(
-        "Attributions of the log-probability of the predicted class, per pixel "
-        "(one colour scale per digit; green for, red against; patch values spread over "
-        "their pixels)",
-        fontsize=8,
+        "Attribution per pixel (colour bar: one scale per digit; green for, red against)",
+        fontsize=10,
     )
     figure.savefig(path, dpi=110)
 
 
+def _column_title(name: str) -> str:
+    # "Captum ShapleyValueSampling" is wider than its map at 9 pt: one word a line
+    return name.replace(", ", "\n").replace("Captum ", "Captum\n").replace("ValueS", "Value-\nS")
+
+
 def plot_curves(path: Path, fractions: Sequence[float], curves: dict[str, Tensor]) -> None:
-    """Mean masking curve per method."""
-    figure, axes = _figure(1, 1, (6.4, 4.2))
+    """Mean masking curve per method; the legend beside the axes, where it hides no curve."""
+    figure, axes = _figure(1, 1, (8.6, 4.2))
     axis = axes[0][0]
     percent = [100 * f for f in fractions]
     for name, curve in curves.items():
@@ -127,7 +141,7 @@ def plot_curves(path: Path, fractions: Sequence[float], curves: dict[str, Tensor
     axis.set_xlabel("pixels masked, top-ranked first (%)")
     axis.set_ylabel("change in log-odds of predicted class")
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     figure.savefig(path, dpi=110)
 
 
@@ -155,15 +169,20 @@ def write_report(result: DemoResult, heatmaps: str, masking: str) -> None:
         lines = []
         for words, attr, label in result.text:
             scale = max((abs(a) for a in attr), default=0.0) or 1.0
+            # each word's value is printed under it (not only in a tooltip), and the
+            # sentence's colour scale is drawn beside its label
             spans = " ".join(
-                f'<span style="background:{_colour(a / scale)}" title="{a:+.3f}">'
-                f"{html.escape(w)}</span>"
+                f'<span class="word" style="background:{_colour(a / scale)}" title="{a:+.3f}">'
+                f"{html.escape(w)}<small>{a:+.2f}</small></span>"
                 for w, a in zip(words, attr)
             )
-            lines.append(f"<p><b>{html.escape(label)}</b>: {spans}</p>")
+            lines.append(f"<p><b>{html.escape(label)}</b> {_scale_html(scale)}</p><p>{spans}</p>")
         text_html = (
-            "<h2>Text: C-Shapley (k=2) on words</h2><p>Zero-shot MiniLM sentiment; "
-            "green supports the predicted label, red opposes it.</p>" + "".join(lines)
+            "<h2>Text: C-Shapley (k=2) on words</h2><p>Zero-shot MiniLM sentiment. Under "
+            "each word, its attribution of the log-probability of the predicted label: "
+            "green supports the label, red opposes it; each sentence's colours run from "
+            "its largest negative to its largest positive value, as its scale shows.</p>"
+            + "".join(lines)
         )
     notes = "".join(f"<p><i>{html.escape(note)}</i></p>" for note in result.notes)
     n = result.examples.shape[0]
@@ -171,7 +190,12 @@ def write_report(result: DemoResult, heatmaps: str, masking: str) -> None:
 <html><head><meta charset="utf-8"><title>captum-graphshap demo</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em}}
-td:not(:first-child){{text-align:right}}</style></head><body>
+td:not(:first-child){{text-align:right}}
+.word{{display:inline-block;text-align:center;padding:.1em .25em;margin:.1em 0;line-height:1.2}}
+.word small{{display:block;font-size:.75em;color:#333}}
+.scale{{display:inline-block;width:10em;height:.8em;vertical-align:middle;border:1px solid #999;
+background:linear-gradient(to right,rgb(255,0,0),rgb(255,255,255),rgb(0,255,0))}}</style>
+</head><body>
 <h1>captum-graphshap demo: L-/C-Shapley on digits</h1>
 <p>A small CNN trained on scikit-learn's 8x8 digits (test accuracy
 {result.accuracy:.1%}). {n} held-out digits are explained: each method
@@ -196,7 +220,7 @@ margin.</p>
 <th>masking AUC</th></tr>{"".join(rows)}</table>
 <p>Exact Shapley over the four 4x4 patches is efficient: its values sum to
 log p(x) − log p(0) within {efficiency:.1e}.</p>
-<img src="{_embedded(folder / masking)}" alt="masking curves">
+<img src="{_embedded(folder / masking)}" alt="masking curves" style="max-width:100%">
 {"".join(f"<p>{html.escape(p)}</p>" for p in why_ranking(result))}
 <h2>Attributions</h2>
 <p>Green: evidence for the predicted class; red: against; white: 0. The maps
@@ -215,6 +239,13 @@ method's total.</p>
 def _embedded(path: Path) -> str:
     """A ``data:`` URI of a PNG file, for an ``<img src>`` that needs no file."""
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _scale_html(scale: float) -> str:
+    """The colour scale of :func:`_colour` from ``-scale`` to ``+scale``, labelled."""
+    return (
+        f'<small>scale: {-scale:+.2f} <span class="scale"></span> {scale:+.2f} (white: 0)</small>'
+    )
 
 
 def _colour(weight: float) -> str:

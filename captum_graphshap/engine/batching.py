@@ -315,11 +315,17 @@ class Pacer:
         )
 
     def _new_bar(self, initial: int) -> Any:
+        # Captum's bars, under the same label (kept: Captum's tests read it), count
+        # iterations (permutations, samples); this one counts model rows, and says so
         return tqdm(
             total=self.units * self.width,
             initial=initial,
             desc=self.desc,
             unit="row",
+            bar_format=(
+                "{l_bar}{bar}| {n_fmt}/{total_fmt} model rows "
+                "[{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+            ),
         )
 
 

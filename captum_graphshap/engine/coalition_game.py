@@ -93,6 +93,10 @@ class CoalitionGame:
     #: ``(N,)`` model evaluations made so far per example (forward rows, and
     #: derivative passes as forward equivalents); one game serves one call
     evaluations: Tensor = dataclasses.field(default_factory=lambda: torch.zeros(0))
+    #: ``[True]`` once a model output was NaN or infinite (``on_nan="propagate"``);
+    #: one list shared by the restricted and aggregated copies of the game, so
+    #: the adapter can tell a model's NaN from an estimator's
+    nonfinite_outputs: list[bool] = dataclasses.field(default_factory=lambda: [False])
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
@@ -535,6 +539,8 @@ class CoalitionGame:
                 start += unit.numel()
         if self.on_nan == "raise":
             self._check_finite(totals, coalitions, example_index, refs, per_reference)
+        elif not self.nonfinite_outputs[0]:
+            self.nonfinite_outputs[0] = not bool(torch.isfinite(totals).all())
         if refs > 1 and not per_reference:
             totals /= refs
         return totals

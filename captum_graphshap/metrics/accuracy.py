@@ -140,6 +140,11 @@ def feature_attributions(game: CoalitionGame, attributions: Tensor | tuple[Tenso
         )
     masks, d = game.features.masks, game.num_features
     wide = tuple(part.to(torch.float64) for part in parts)
+    if not all(bool(torch.isfinite(part).all()) for part in wide):
+        # a ranking of NaN scores is arbitrary: refuse as the other metrics do
+        raise ValueError(
+            "attributions contains NaN or infinite values; a metric of them would be meaningless."
+        )
     totals = feature_sums(wide, masks, d)
     counts = feature_sums(tuple(torch.ones_like(part) for part in wide), masks, d)
     return totals / counts.clamp(min=1)
