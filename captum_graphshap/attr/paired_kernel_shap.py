@@ -102,6 +102,11 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             ]
         )
         if d == 1:
+            if options.budget is not None and options.budget < 2:
+                raise ValueError(
+                    f"budget={options.budget} is too small for PairedKernelShap: one feature's "
+                    "value is v(D) - v(empty), 2 evaluations per example; raise budget to 2."
+                )
             values = game.evaluate(endpoints, distinct=True)
             return Outcome(values[:, 1:] - values[:, :1])
         count = self._samples(options, d)

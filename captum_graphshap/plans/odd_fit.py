@@ -100,9 +100,37 @@ class PrefixFactor:
             block = self.gram[bad][:, :size, :size]
             solution[bad] = torch.linalg.pinv(block, hermitian=True) @ rhs[bad]
         free, pull = solution[..., 0], solution[..., 1]
-        gap = (free.sum(dim=-1) - total) / pull.sum(dim=-1)
+        denominator = pull.sum(dim=-1)
+        gap = (free.sum(dim=-1) - total) / denominator
         coefficients = free - gap[..., None] * pull
+        # the constraint's direction unseen by the data (1 outside the Gram's range:
+        # d = 2 has one pair, s = (1, -1)): the projection formula divides by 0
+        unseen = ~(denominator.abs() > 1e-12 * pull.abs().sum(dim=-1))
+        if bool(unseen.any()):
+            block = self.gram[unseen][:, :size, :size]
+            coefficients[unseen] = constrained_min_norm(
+                block, target[unseen][:, :size], total.expand(unseen.shape)[unseen]
+            )
         return torch.nn.functional.pad(coefficients, (0, p - size))
+
+
+def constrained_min_norm(gram: Tensor, target: Tensor, total: Tensor) -> Tensor:
+    """``(B, p)``: the least-squares solution with ``sum c = total``, any Gram rank.
+
+    ``c = (total / p) 1 + Q z`` with ``Q`` an orthonormal basis of the sums-to-0
+    space and ``z`` the minimum-norm least-squares solution of the reduced
+    normal equations ``Q^T G Q z = Q^T (b - G c_0)``: always defined, and the
+    constrained solution itself when the Gram has full rank.
+    """
+    p = gram.shape[-1]
+    ones = torch.ones(p, 1, dtype=gram.dtype, device=gram.device)
+    # the last p - 1 columns of a complete QR of 1 span its orthogonal complement
+    basis = torch.linalg.qr(ones, mode="complete").Q[:, 1:]
+    start = (total / p)[:, None] * ones[:, 0]
+    reduced = basis.T @ gram @ basis
+    rhs = basis.T @ (target - (gram @ start[..., None])[..., 0])[..., None]
+    z = torch.linalg.pinv(reduced, hermitian=True) @ rhs
+    return start + (basis @ z)[..., 0]
 
 
 def select_and_fit(

@@ -32,8 +32,9 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from .odd_fit import select_and_fit
 from .sampling import stratified_paired_coalitions
-from .surrogates import OddCubicSurrogate, odd_features, select_triples
+from .surrogates import OddCubicSurrogate, select_triples
 
 #: Triples are fitted only when there are at least this many pairs per feature:
 #: below, the linear fit needs every sample (measured: 8 d evaluations at d = 16
@@ -136,21 +137,11 @@ def cubic_shapley(
     )
     # best first: a prefix of the ranking is the best k
     ranked = ranked_triples(sampled, weights, (inside + outside) / 2, counts[-1], strength)
-    if len(counts) == 1 or ranked.shape[1] == 0:
-        return fit_odd_surrogate(sampled, weights, odd, total, ranked).shapley()
-    errors = torch.stack(
-        [held_out_error(sampled, weights, odd, total, ranked[:, :k]) for k in counts]
-    )
-    best = errors.argmin(dim=0)  # (N,) per example
-    phi = values.new_empty(values.shape[0], d)
-    for index, k in enumerate(counts):
-        rows = best == index
-        if bool(rows.any()):
-            surrogate = fit_odd_surrogate(
-                sampled, weights, odd[rows], total[rows], ranked[rows][:, :k]
-            )
-            phi[rows] = surrogate.shapley()
-    return phi
+    counts = sorted({min(k, ranked.shape[1]) for k in counts})
+    # every count's fit on every fold from per-fold Grams (plans/odd_fit.py)
+    coefficients, _ = select_and_fit(sampled, weights, odd, total, ranked, counts, SELECTION_FOLDS)
+    largest = ranked[:, : counts[-1]]
+    return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], largest).shapley()
 
 
 def ranked_triples(
@@ -199,18 +190,9 @@ def fit_odd_surrogate(
         total: ``(N,)`` ``(v(D) - v(empty)) / 2``: at ``s = 1`` every parity is 1.
         triples: ``(N, k, 3)``.
     """
-    dtype = odd.dtype
     d = sampled.shape[1]
-    design = odd_features(sampled, triples, dtype)  # (N, P, p)
-    w = weights.to(dtype)
-    weighted = design * w[None, :, None]
-    gram = weighted.transpose(1, 2) @ design
-    target = (weighted.transpose(1, 2) @ odd[..., None])[..., 0]
-    inverse = torch.linalg.pinv(gram, hermitian=True)
-    free = (inverse @ target[..., None])[..., 0]
-    pull = inverse.sum(dim=2)  # A^-1 1
-    gap = (free.sum(dim=1) - total) / pull.sum(dim=1)
-    coefficients = free - gap[:, None] * pull
+    # streamed Gram and one Cholesky (pinv where rank-deficient): plans/odd_fit.py
+    coefficients, _ = select_and_fit(sampled, weights, odd, total, triples, [triples.shape[1]], 1)
     return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], triples)
 
 
