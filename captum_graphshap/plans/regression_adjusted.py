@@ -140,8 +140,8 @@ def cubic_shapley(
     counts = sorted({min(k, ranked.shape[1]) for k in counts})
     # every count's fit on every fold from per-fold Grams (plans/odd_fit.py)
     coefficients, _ = select_and_fit(sampled, weights, odd, total, ranked, counts, SELECTION_FOLDS)
-    largest = ranked[:, : counts[-1]]
-    return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], largest).shapley()
+    fitted = ranked[:, : counts[-1]]
+    return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], fitted).shapley()
 
 
 def ranked_triples(
