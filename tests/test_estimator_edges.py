@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from captum_graphshap import ExactShapley, PairedKernelShap, Shear
+from captum_graphshap import ExactShapley, PairedKernelShap, ShapleySampling, Shear
 
 
 def mlp(d: int, activation: type[torch.nn.Module], seed: int) -> torch.nn.Module:
@@ -88,3 +88,47 @@ def test_one_feature_budget_one_is_refused_before_any_call():
     assert calls == []
     phi = PairedKernelShap(model).attribute(torch.ones(2, 1), budget=2)
     assert phi.tolist() == [[1.0], [1.0]]
+
+
+def test_taylor_control_variate_is_efficient_and_detached():
+    """Per-feature coefficients moved each ordering's sum (up to 0.27 |f(x) - f(b)|);
+    the correction restores it exactly, and attributions no longer require grad."""
+    net = mlp(6, torch.nn.Softplus, 4)
+    x = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    total = ExactShapley(net).attribute(x.detach(), target=0).sum(1)
+    for seed in range(10):
+        phi = ShapleySampling(net).attribute(
+            x,
+            target=0,
+            control_variate="taylor",
+            antithetic=False,
+            budget=200,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        assert not phi.requires_grad
+        torch.testing.assert_close(phi.sum(1), total, rtol=1e-10, atol=1e-12)
+
+
+def test_taylor_control_variate_refuses_a_small_budget_before_any_call():
+    rows = []
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(5, torch.nn.Tanh, 0)
+
+        def forward(self, t):
+            rows.append(t.shape[0])
+            return self.net(t)
+
+    with pytest.raises(ValueError, match="budget=12 is too small for ShapleySampling"):
+        ShapleySampling(Counting()).attribute(
+            torch.randn(2, 5, dtype=torch.float64), target=0, control_variate="taylor", budget=12
+        )
+    assert rows == []
+
+
+@pytest.mark.parametrize("cls", [ShapleySampling, PairedKernelShap])
+def test_a_huge_budget_is_refused_naming_budget(cls):
+    with pytest.raises(ValueError, match="lower budget"):
+        cls(lambda t: t.sum(1)).attribute(torch.ones(1, 30), budget=10**9)

@@ -141,6 +141,9 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
                     stacklevel=5,
                 )
         check_plan_size(
-            count, MAX_COALITIONS, "PairedKernelShap", "lower n_samples or group features"
+            count,
+            MAX_COALITIONS,
+            "PairedKernelShap",
+            f"lower {'budget' if options.budget is not None else 'n_samples'} or group features",
         )
         return count

@@ -75,8 +75,9 @@ class ShapleySamplingOptions(Options):
             (one gradient and ``d`` Hessian-vector products per example,
             counted as ``1 + 3 + 4 d`` evaluations in ``n_evaluations`` and
             ``budget=``) evaluated on the same orderings by arithmetic; the
-            estimate stays unbiased and the interval is that of the residual
-            game. It pays with ``antithetic=False``: antithetic pairs already
+            estimate stays unbiased and efficient (each ordering's sum is
+            restored after the per-feature coefficients) and the interval is
+            that of the residual game. It pays with ``antithetic=False``: antithetic pairs already
             cancel a game's quadratic part (``plans/control_variates.py``).
             Needs floating inputs and a differentiable model.
         control_point: the expansion point ``b + t (x - b)``, ``t`` in
@@ -174,16 +175,18 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         self, game: CoalitionGame, options: ShapleySamplingOptions, show_progress: bool
     ) -> Outcome:
         d = game.num_features
-        surrogate = None
-        if options.control_variate is not None:
-            surrogate = taylor_control(game, float(options.control_point))
+        # every refusal (budget, plan size) before the surrogate's derivatives run the model
         count = self._orderings(options, d)
         check_plan_size(
             count * (d + 1),
             MAX_COALITIONS,
             "ShapleySampling",
-            "lower n_samples or group features with feature_mask",
+            f"lower {'budget' if options.budget is not None else 'n_samples'} or group "
+            "features with feature_mask",
         )
+        surrogate = None
+        if options.control_variate is not None:
+            surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
         ranks = permutation_ranks(
             game.batch_size, d, count, options.antithetic, generator, game.device
@@ -210,6 +213,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
                 ordering_groups(count, options.antithetic).to(ranks.device),
                 options.control_coefficient,
             )
+            # the surrogate's derivatives carry the inputs' autograd graph: detach,
+            # as every class's attributions are
+            contributions = contributions.detach()
         if not options.return_uncertainty:
             return Outcome(contributions.mean(dim=1))
         samples = pair_antithetic(contributions) if options.antithetic else contributions

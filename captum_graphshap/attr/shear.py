@@ -197,7 +197,8 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             d * 2 ** (count + 1),
             MAX_COALITIONS,
             "Shear",
-            "lower n_samples or group features with feature_mask",
+            f"lower {'budget' if options.budget is not None else 'n_samples'} or group "
+            "features with feature_mask",
         )
         before = game.evaluations.clone()
         if options.estimator == "paper":

@@ -18,7 +18,8 @@ unbiased (a coefficient fitted on the same samples biases it at O(1/M)).
 Under antithetic pairs the quadratic part of a game cancels already, so a
 quadratic surrogate gains little there (measured: error ratios 1.00-1.10 on
 smooth MLPs); with independent orderings (``antithetic=False``, Captum's
-sampler) it removes the quadratic part's noise.
+sampler) it removes the quadratic part's noise. Efficiency holds per ordering
+(:func:`efficient`).
 """
 
 from __future__ import annotations
@@ -87,7 +88,25 @@ def controlled_contributions(
     for part in (half, ~half):
         # this half's coefficient comes from the other half's orderings
         beta[:, part] = optimal_coefficient(contributions[:, ~part], centred[:, ~part])[:, None]
-    return contributions - beta * centred
+    return efficient(contributions - beta * centred, beta * centred, centred)
+
+
+def efficient(controlled: Tensor, correction: Tensor, centred: Tensor) -> Tensor:
+    """Each ordering's controlled contributions, summing to ``v(D) - v(empty)`` again.
+
+    Along an ordering the model's contributions sum to ``v(D) - v(empty)`` and
+    the centred surrogate's to 0, so a coefficient shared by the features
+    keeps that sum; per-feature coefficients move it by ``-sum_i beta_i
+    (c_q - phi(q))_i``. That amount is added back, shared equally by the
+    features the surrogate involves (a fixed set: features it does not touch,
+    dummies among them, keep exactly their own contributions). Its expectation
+    is 0 (each term is centred and ``beta`` is cross-fitted), so the estimate
+    stays unbiased, and each ordering's sample stays independent of the
+    others, so the interval over them still holds.
+    """
+    involved = (centred != 0).any(dim=1, keepdim=True).to(controlled.dtype)  # (N, 1, d)
+    count = involved.sum(dim=2, keepdim=True).clamp_min(1)
+    return controlled + correction.sum(dim=2, keepdim=True) * involved / count
 
 
 def optimal_coefficient(contributions: Tensor, centred: Tensor) -> Tensor:
