@@ -41,14 +41,23 @@ def test_95_percent_intervals_cover_exact_shapley(kind):
     if kind == "mlp":
         model = wide_mlp(d, seed=0)
         x = torch.randn(batch, d, dtype=torch.float64, generator=seeded(1))
+        exact = ExactShapley(model).attribute(x)
+        mean, half = BayesShap(model).attribute(
+            x, n_samples=200, return_uncertainty=True, generator=seeded(3)
+        )
     else:  # white-noise game: as far from additive as games get
         model = TableGame(torch.randn(2**d, dtype=torch.float64, generator=seeded(2)))
-        x = torch.ones(batch, d, dtype=torch.float64)
-        x[:, 0] = torch.linspace(0.0, 0.4, batch)  # rounds to 1: the same game, new samples
-    exact = ExactShapley(model).attribute(x)
-    mean, half = BayesShap(model).attribute(
-        x, n_samples=200, return_uncertainty=True, generator=seeded(3)
-    )
+        x = torch.ones(1, d, dtype=torch.float64)
+        exact = ExactShapley(model).attribute(x).expand(batch, d)
+        # the same game, new samples: one seed per run (a batch shares its draws)
+        runs = [
+            BayesShap(model).attribute(
+                x, n_samples=200, return_uncertainty=True, generator=seeded(3 + run)
+            )
+            for run in range(batch)
+        ]
+        mean = torch.cat([run[0] for run in runs])
+        half = torch.cat([run[1] for run in runs])
     coverage = ((mean - exact).abs() <= half).double().mean().item()
     assert 0.85 <= coverage <= 0.995, coverage
 
@@ -312,3 +321,47 @@ def test_fewer_samples_than_features_warn_and_run_like_captum_kernelshap():
         mean = BayesShap(model).attribute(x, target=0, n_samples=25, generator=seeded(1))
     gap = (model(x) - model(torch.zeros(1, 40)))[:, 0]
     torch.testing.assert_close(mean.sum(dim=1), gap.detach(), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ memory, batches
+def test_memory_follows_distinct_coalitions_not_the_budget():
+    """d = 4 has 16 coalitions: budget=10**12 allocated for every draw (12 TB) before;
+    now it draws how often each of the 7 pairs comes up, and converges to exact."""
+    import tracemalloc
+
+    model = wide_mlp(4, seed=7)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=seeded(8))
+    exact = ExactShapley(model).attribute(x)
+    tracemalloc.start()
+    try:
+        phi, n = BayesShap(model).attribute(
+            x, budget=10**12, generator=seeded(0), return_evaluations=True
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20, peak
+    assert n.tolist() == [16, 16, 16]
+    torch.testing.assert_close(phi, exact, atol=1e-6, rtol=0)
+
+
+def test_a_budget_too_large_to_draw_is_refused_naming_budget():
+    """d = 24 has 2^23 pairs, too many to count: the draws are refused, before any call."""
+    model = CountingModel()
+    with pytest.raises(ValueError, match="lower budget"):
+        BayesShap(model).attribute(torch.ones(2, 24), target=0, budget=10**9)
+    assert model.calls == 0
+
+
+@pytest.mark.parametrize("budget", [40, 400])
+def test_an_example_gets_the_same_explanation_in_any_batch(budget):
+    """Issue 19/23: BayesShap's result depended on the other examples (2e-3)."""
+    model = wide_mlp(9, seed=9)
+    x = torch.randn(4, 9, dtype=torch.float64, generator=seeded(10))
+    batch = BayesShap(model).attribute(x, budget=budget, generator=seeded(11))
+    for i in range(4):
+        alone = BayesShap(model).attribute(x[i : i + 1], budget=budget, generator=seeded(11))
+        torch.testing.assert_close(alone[0], batch[i], rtol=0, atol=1e-12)
+    order = [3, 1, 0, 2]
+    permuted = BayesShap(model).attribute(x[order], budget=budget, generator=seeded(11))
+    torch.testing.assert_close(permuted, batch[order], rtol=0, atol=1e-12)

@@ -14,7 +14,7 @@ import torch
 from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_plan_size
-from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapRounds
+from ..uncertainty.bayes import DEFAULT_MAX_SAMPLES, BayesShapRounds, enumerable_pairs
 from ..uncertainty.intervals import check_confidence
 from ._options import check_flag, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
@@ -154,6 +154,12 @@ def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, 
         samples = _check_n_samples(options.n_samples, d)
         return samples, _check_max_samples(options.max_samples, samples, width), width
     budget_samples = samples_within(options.budget, 2, 1, 2, "BayesShap")
+    if budget_samples // 2 < enumerable_pairs(d):
+        # drawn pair by pair (memory per draw): bounded like every plan; beyond
+        # the distinct pairs, multiplicities are drawn and any budget is fine
+        check_plan_size(
+            budget_samples, MAX_COALITIONS, "BayesShap", "lower budget or group features"
+        )
     if width is None:
         return budget_samples, None, width
     return min(_check_n_samples(None, d), budget_samples), budget_samples, width

@@ -35,6 +35,7 @@ the size), so the normalised weights are all 1. Only sufficient statistics
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,7 +94,14 @@ class DesignStatistics:
 
         return cls(make(batch, d, d), make(batch, d), make(batch), make(batch), make(batch))
 
-    def add(self, examples: Tensor, design: Tensor, targets: Tensor, weights: Tensor) -> None:
+    def add(
+        self,
+        examples: Tensor,
+        design: Tensor,
+        targets: Tensor,
+        weights: Tensor,
+        draws: Tensor | None = None,
+    ) -> None:
         """Add rows to some examples.
 
         Args:
@@ -105,6 +113,9 @@ class DesignStatistics:
                 ``(A, n)`` ``v(z) - v(empty)``.
             weights:
                 ``(A, n)``; 0 marks padding rows.
+            draws:
+                ``(A, n)`` how many draws each row stands for (a row drawn
+                ``m`` times has weight ``m``); None: one each.
         """
         z = design.to(self.gram.dtype)
         weighted = z * weights[..., None]
@@ -112,7 +123,8 @@ class DesignStatistics:
         self.cross.index_add_(0, examples, (weighted * targets[..., None]).sum(dim=1))
         self.square.index_add_(0, examples, (weights * targets.square()).sum(dim=1))
         self.weight_sum.index_add_(0, examples, weights.sum(dim=1))
-        self.count.index_add_(0, examples, (weights > 0).to(self.count.dtype).sum(dim=1))
+        rows = (weights > 0).to(self.count.dtype) if draws is None else draws.to(self.count.dtype)
+        self.count.index_add_(0, examples, rows.sum(dim=1))
 
 
 @dataclass(frozen=True)
@@ -320,26 +332,45 @@ class BayesShapRounds:
         return None
 
     def _plan(self, examples: Tensor, counts: Tensor, focused: bool) -> Plan:
-        """``counts`` coalitions per example, rounded down to pairs (at least one)."""
+        """``counts`` coalitions per example, rounded down to pairs (at least one).
+
+        The draws are shared by the examples (each takes a prefix of one
+        draw), so an example's explanation does not depend on the others in
+        its batch, in the first round (every round without ``target_width``
+        or ``focused``). When a round draws at least as many pairs as there
+        are distinct ones (:func:`enumerable_pairs`), it draws how often each
+        distinct pair comes up instead of the pairs themselves: the same
+        distribution, with memory for the distinct pairs only, whatever the
+        budget.
+        """
         from ..plans.sampling import sample_kernel_coalitions
 
         d, device, dtype = self.d, self.v_empty.device, self.v_empty.dtype
         pair_counts = torch.clamp(counts.to(device) // 2, min=1)
         pairs = int(pair_counts.max())
+        draws: Tensor | None = None
         if focused and self.posterior is not None:
-            drawn = _focused_design(self.posterior, examples, pairs, d, self.generator)
+            drawn = _focused_design(self.posterior, examples, pairs, d, self.generator).to(device)
+            valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
+        elif pairs >= enumerable_pairs(d):
+            canonical, probability = canonical_pairs(d, device)
+            drawn = canonical.expand(len(examples), *canonical.shape)
+            draws = pair_multiplicities(pair_counts, probability.to(dtype), self.generator)
+            valid = draws > 0
         else:
-            drawn = sample_kernel_coalitions((len(examples), pairs), d, self.generator)
-        drawn = drawn.to(device)
-        valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
+            shared = sample_kernel_coalitions((pairs,), d, self.generator).to(device)
+            drawn = shared.expand(len(examples), pairs, d)
+            valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
         rows = torch.stack([drawn, ~drawn], dim=2)[valid].reshape(-1, d)  # (2R, d)
-        rows_example = examples[:, None].expand(-1, pairs)[valid].repeat_interleave(2)
+        width = drawn.shape[1]
+        rows_example = examples[:, None].expand(-1, width)[valid].repeat_interleave(2)
 
         def estimate(values: Tensor) -> BayesPosterior:
             pair_values = values.to(dtype).view(-1, 2)
-            targets = torch.zeros(len(examples), pairs, dtype=dtype, device=device)
+            targets = torch.zeros(len(examples), width, dtype=dtype, device=device)
             targets[valid] = (pair_values[:, 0] - pair_values[:, 1]) / 2
-            self.stats.add(examples, drawn.to(dtype) - 0.5, targets, valid.to(dtype))
+            weights = valid.to(dtype) if draws is None else draws
+            self.stats.add(examples, drawn.to(dtype) - 0.5, targets, weights, draws)
             self.posterior = fit_posterior(self.stats, self.delta)
             return self.posterior
 
@@ -414,6 +445,59 @@ def run_bayes_shap(
         plan.estimator(evaluate(plan.example_index, plan.coalitions.dense()))
         plan = rounds.next_plan()
     return rounds.result()
+
+
+#: a round drawing this many pairs or more, with at most this many distinct ones,
+#: draws multiplicities of the distinct pairs instead (memory bounded by them)
+MAX_ENUMERATED_PAIRS = 2**12
+
+
+def enumerable_pairs(d: int) -> int | float:
+    """Distinct complementary pairs besides the endpoints, ``2^(d-1) - 1``, when they
+    are few enough to enumerate (:data:`MAX_ENUMERATED_PAIRS`); infinity otherwise."""
+    count = 2 ** (d - 1) - 1 if d <= 30 else math.inf
+    return count if count <= MAX_ENUMERATED_PAIRS else math.inf
+
+
+def canonical_pairs(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(K, d)`` one coalition of each complementary pair (the one holding feature 0,
+    not the full one) and ``(K,)`` the pair's probability under the KernelSHAP draw."""
+    from ..plans.sampling import kernel_size_probabilities
+
+    codes = torch.arange(2 ** (d - 1), 2**d - 1, device=device)  # bit d-1 set, not all
+    members = (codes[:, None] >> torch.arange(d - 1, -1, -1, device=device)) & 1 == 1
+    sizes = members.sum(dim=1)
+    by_size = kernel_size_probabilities(d).to(device)  # index s - 1
+    combinations = torch.tensor([math.comb(d, int(s)) for s in range(1, d)], device=device)
+    single = by_size / combinations.to(by_size.dtype)  # P(z) for one coalition of size s
+    # a pair is drawn as either member: P(z) + P(D - z), equal by the kernel's symmetry
+    probability = single[sizes - 1] + single[d - sizes - 1]
+    return members, probability / probability.sum()
+
+
+def pair_multiplicities(
+    counts: Tensor, probability: Tensor, generator: torch.Generator | None
+) -> Tensor:
+    """``(A, K)`` how often each of ``K`` pairs comes up in ``counts[a]`` i.i.d. draws.
+
+    A multinomial drawn as conditional binomials, so it costs ``O(A K)``
+    whatever the counts (``10^12`` draws included); examples with equal
+    counts share one draw (batch invariance).
+    """
+    distinct, inverse = torch.unique(counts, return_inverse=True)
+    device = generator.device if generator is not None else torch.device("cpu")
+    left = distinct.to(device=device, dtype=torch.float64)
+    p = probability.double().tolist()  # K numbers: the loop below needs no device sync
+    out = torch.zeros(len(distinct), len(p), dtype=torch.float64, device=device)
+    rest = 1.0
+    for k in range(len(p) - 1):
+        share = min(max(p[k] / rest, 0.0), 1.0) if rest > 0 else 0.0
+        drawn = torch.binomial(left, torch.full_like(left, share), generator=generator)
+        out[:, k] = drawn
+        left = left - drawn
+        rest -= p[k]
+    out[:, -1] = left
+    return out.to(counts.device)[inverse].to(probability.dtype)
 
 
 def _focused_design(
