@@ -279,3 +279,34 @@ def test_kernel_below_two_d_samples_warns_and_keeps_efficiency():
         phi = PairedKernelShap(model).attribute(x, target=0, n_samples=25, generator=seeded(1))
     gap = (model(x) - model(torch.zeros(1, 40)))[:, 0]
     torch.testing.assert_close(phi.sum(dim=1), gap.detach(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"antithetic": False}, {"return_uncertainty": True}, {"references": "background"}],
+)
+def test_an_example_gets_the_same_explanation_in_any_batch(options):
+    """Orderings (and sampled references) are shared by the batch, as in Captum: an
+    example alone, or in a permuted batch, gets its row of the batch (issue 23)."""
+    from captum_graphshap import ShapleySampling
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(7, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+    ).double()
+    x = torch.randn(4, 7, dtype=torch.float64)
+    options = dict(options)
+    if options.get("references") == "background":
+        options["references"] = torch.randn(5, 7, dtype=torch.float64)
+
+    def run(inputs):
+        result = ShapleySampling(net).attribute(
+            inputs, target=0, n_samples=8, generator=torch.Generator().manual_seed(3), **options
+        )
+        return torch.cat(result, dim=1) if isinstance(result, tuple) else result
+
+    batch = run(x)
+    for i in range(4):
+        torch.testing.assert_close(run(x[i : i + 1])[0], batch[i], rtol=0, atol=1e-12)
+    order = [2, 0, 3, 1]
+    torch.testing.assert_close(run(x[order]), batch[order], rtol=0, atol=1e-12)

@@ -144,8 +144,10 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     feature's marginal contribution along it is an unbiased sample of its
     Shapley value, and the estimate is the mean over ``n_samples`` orderings
     (the estimator of :class:`captum.attr.ShapleyValueSampling`, with the
-    same arguments). Each example gets its own orderings; their :math:`d + 1`
-    prefixes are deduplicated and evaluated in few batched model calls.
+    same arguments). The orderings are shared by the batch, as in Captum, so
+    an example's explanation does not depend on the others in its batch;
+    their :math:`d + 1` prefixes are deduplicated and evaluated in few
+    batched model calls.
 
     Beyond Captum: ``antithetic=True`` (the default) pairs each ordering with
     its reverse, which makes the estimate exact for games of order two
@@ -253,9 +255,10 @@ def _sampled_references(
     repeated over the ordering's ``d + 1`` prefixes."""
     batch, orderings, d = ranks.shape
     pairs = orderings // 2 if antithetic else 0
+    # one reference per ordering, shared by the batch as the orderings are
     reference = random_indices(
-        game.num_references, (batch, orderings - pairs), generator, game.device
-    )
+        game.num_references, (1, orderings - pairs), generator, game.device
+    ).expand(batch, -1)
     if antithetic:
         reference = torch.cat([reference[:, :pairs], reference], dim=1)
     return reference.repeat_interleave(d + 1, dim=1).reshape(-1)

@@ -61,16 +61,18 @@ def permutation_ranks(
 ) -> Tensor:
     """``(N, M, d)`` long: ``ranks[n, m, i]`` is the position of feature ``i`` in ordering ``m``.
 
-    Each example gets its own orderings, so the errors of different examples
-    are independent (intervals hold per example, not just on average over a
-    batch). With ``antithetic`` the first ``M // 2`` orderings are followed by
-    their reverses, so each feature's early and late positions pair up; an
-    odd ``M`` adds one independent ordering last (the mean over all ``M``
-    stays unbiased).
+    The orderings are drawn once and shared by the batch, as Captum's
+    ``ShapleyValueSampling`` does: an example's explanation does not depend
+    on the other examples or their order (the same seed gives it alone the
+    row it gets in any batch), and each example's interval still holds, its
+    samples being independent orderings. With ``antithetic`` the first
+    ``M // 2`` orderings are followed by their reverses, so each feature's
+    early and late positions pair up; an odd ``M`` adds one independent
+    ordering last (the mean over all ``M`` stays unbiased).
     """
     pairs = num_permutations // 2 if antithetic else 0
     drawn = num_permutations - pairs
-    scores = uniform((batch, drawn, num_features), generator, device)
+    scores = uniform((1, drawn, num_features), generator, device).expand(batch, -1, -1)
     ranks = scores.argsort(dim=2).argsort(dim=2)
     if antithetic:
         ranks = torch.cat(

@@ -10,12 +10,6 @@ passes, which grow with the method; their attribution values match
 FeatureAblation's control (checked with the count assertions removed). The
 other entries are the accepted deviations listed in the README's differences
 from Captum, and JIT trace cases that fail for Captum's own classes too.
-
-``PENDING_BATCH_INVARIANCE`` lists the cases that fail only because
-``ShapleySampling`` draws its orderings per example, so that an example's
-explanation depends on the rest of the batch (issue 23, item 2). They are
-marked ``xfail(strict=False)``: once the sampler is batch-invariant they pass
-(XPASS), and the list is to be emptied.
 """
 
 from __future__ import annotations
@@ -90,22 +84,6 @@ XFAIL: dict[str, str] = {
     },
 }
 
-BATCH_DEPENDENT = (
-    "pending batch invariance (issue 23, item 2): ShapleySampling draws orderings per "
-    "example, so a batch's result for an example differs from the example alone under the "
-    "same seed; Captum's ShapleyValueSampling shares the orderings"
-)
-
-PENDING_BATCH_INVARIANCE: dict[str, str] = {
-    f"test_targets.py::TestTargets::test_target_{case}_ShapleySampling": BATCH_DEPENDENT
-    for case in [
-        *_TARGET_CASES,
-        "basic_multiple_tuple_target_with_baselines",
-        "basic_tensor_single_target_with_baselines",
-    ]
-}
-
-
 def case_key(nodeid: str) -> str:
     """``tests/captum_ported/test_x.py::Class::case`` -> ``test_x.py::Class::case``."""
     return nodeid.split("captum_ported/", 1)[-1]
@@ -117,6 +95,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         cause = XFAIL.get(key)
         if cause is not None:
             item.add_marker(pytest.mark.xfail(reason=cause, strict=True))
-        pending = PENDING_BATCH_INVARIANCE.get(key)
-        if pending is not None:
-            item.add_marker(pytest.mark.xfail(reason=pending, strict=False))
