@@ -101,6 +101,13 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     warning is raised when the budget ran out first. With a single feature efficiency
     alone gives its value exactly (half-width 0, nothing sampled).
 
+    The draws are shared by the batch, so an example's explanation does not
+    depend on the others in it; with ``target_width`` the rounds after the
+    first draw as many as the neediest example asks, so there it does. Once
+    a round asks for more pairs than there are (``2^(d-1) - 1``, up to
+    4,096), it draws how often each comes up: memory follows the distinct
+    coalitions, whatever the budget.
+
     Example:
         >>> import torch
         >>> from captum_graphshap import BayesShap

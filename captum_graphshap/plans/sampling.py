@@ -413,12 +413,14 @@ def shear_coalitions(
     identity = torch.eye(d, dtype=torch.bool, device=device)
     others = ~(chosen.sum(dim=2) > 0) & ~identity  # (N, d, d): neither i nor a cooperator
     count = 2**m
+    # one draw shared by the batch (each example's cooperators differ), so an
+    # example's explanation does not depend on the others in its batch
     if antithetic and m > 0:
         # subset s and its complement 2^m - 1 - s share one draw, complemented
-        half = uniform((batch, d, count // 2, d), generator, device) < 0.5
+        half = uniform((1, d, count // 2, d), generator, device) < 0.5
         present = torch.cat([half, (~half).flip(2)], dim=2)
     else:
-        present = uniform((batch, d, count, d), generator, device) < 0.5
+        present = uniform((1, d, count, d), generator, device) < 0.5
     without = subsets | (present & others[:, :, None, :])
     with_feature = without | identity[None, :, None, :]
     return torch.stack([without, with_feature], dim=3)

@@ -511,14 +511,19 @@ def _focused_design(
     from ..plans.sampling import sample_kernel_coalitions
 
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
-    candidates = sample_kernel_coalitions((len(examples), candidates_count), d, generator)
+    # candidates and the uniforms that pick among them are shared by the batch
+    # (inverse-CDF picks per example): an example's draws do not depend on the others
+    shared = sample_kernel_coalitions((1, candidates_count), d, generator)
+    candidates = shared.expand(len(examples), -1, -1)
     scale = posterior.scale[examples.to(posterior.scale.device)].to(candidates.device)
     z = candidates.to(scale.dtype)
     spread = torch.einsum("acd,ade,ace->ac", z, scale, z)  # z^T V z, per candidate
     logits = spread / (FOCUS_TEMPERATURE * spread.mean(dim=1, keepdim=True).clamp(min=1e-300))
-    chosen = torch.multinomial(
-        torch.softmax(logits, dim=1), width, replacement=True, generator=generator
-    )
+    cumulative = torch.softmax(logits, dim=1).cumsum(dim=1)
+    source = generator.device if generator is not None else candidates.device
+    picks = torch.rand(1, width, generator=generator, device=source, dtype=cumulative.dtype)
+    picks = picks.to(cumulative.device) * cumulative[:, -1:]
+    chosen = torch.searchsorted(cumulative, picks).clamp(max=candidates_count - 1)
     return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
 
 
