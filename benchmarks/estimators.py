@@ -389,6 +389,7 @@ def main() -> None:
             for name, entry in saved.items()
         }
         summary(results)
+        equal_time(results)
         plot(results, args.plot, args.metric)
         return
     explicands = 2 if args.quick else args.explicands
@@ -491,6 +492,7 @@ def main() -> None:
     with open(json_path, "w") as handle:
         json.dump(results, handle, indent=1)
     summary(results)
+    equal_time(results)
     plot(results, args.plot, args.metric)
     load = os.getloadavg()
     print(
@@ -587,7 +589,9 @@ def summary(results: dict[str, dict]) -> None:
             "ours cubic",
             "ours antithetic permutation",
             "shapiq kADDSHAP",
+            "shapiq kADDSHAP unpaired",
             "shapiq KernelSHAP",
+            "SHAP Permutation",
         ):
             if label not in table:
                 continue
@@ -598,6 +602,34 @@ def summary(results: dict[str, dict]) -> None:
             cells += ["-"] * (4 - len(cells))
             print(f"| {first} | {label} | " + " | ".join(cells) + " |")
             first = ""
+
+
+def equal_time(results: dict[str, dict], times: tuple[float, ...] = (2, 5, 20, 50, 200)) -> None:
+    """The lowest error reached within each wall time per explanation, ours against peers."""
+    print(
+        "\n**At equal wall time**: the lowest relative L1 error of any budget point within T ms "
+        "per explanation, best ours / best peer (-: no point that fast)\n"
+    )
+    print("| model | " + " | ".join(f"{t:g} ms" for t in times) + " |")
+    print("|" + "---|" * (len(times) + 1))
+    for name, entry in results.items():
+        table = entry["table"]
+        cells = []
+        for limit in times:
+            found = {True: (math.inf, "-"), False: (math.inf, "-")}
+            for label, row in table.items():
+                mine = label.startswith("ours")
+                for cell in row.values():
+                    if cell["ms"] <= limit and cell["rel_l1"] < found[mine][0]:
+                        found[mine] = (cell["rel_l1"], label)
+            if math.isinf(found[True][0]) or math.isinf(found[False][0]):
+                cells.append("-")
+            else:
+                cells.append(
+                    f"{found[True][0] / found[False][0]:.2f} ({found[True][1][5:]} "
+                    f"{found[True][0]:.1e} / {found[False][1]} {found[False][0]:.1e})"
+                )
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def plot(results: dict[str, dict], path: str, metric: str) -> None:
