@@ -100,6 +100,24 @@ def permutation_plan(ranks: Tensor, antithetic: bool) -> Plan:
     return Plan(PrefixCoalitions(ranks), estimate, example_index)
 
 
+def shared_permutation_plan(ranks: Tensor, antithetic: bool) -> Plan:
+    """Permutation sampling as a plan shared by the batch: orderings ``ranks`` ``(M, d)``.
+
+    The same estimator as :func:`permutation_plan` for orderings shared by
+    every example; the rows are one set for the batch, so the engine's shared
+    path evaluates each distinct prefix once for all examples.
+    """
+    orderings, d = ranks.shape
+
+    def estimate(values: Tensor) -> Tensor:
+        batch = values.shape[0]
+        expanded = ranks.to(values.device).expand(batch, orderings, d)
+        paired = antithetic and orderings % 2 == 0
+        return permutation_samples(values.reshape(-1), expanded, paired).mean(dim=1)
+
+    return Plan(PrefixCoalitions(ranks), estimate)
+
+
 def permutation_samples(values: Tensor, ranks: Tensor, antithetic: bool) -> Tensor:
     """The independent samples ``(N, K, d)`` of a permutation plan's ``(R,)`` values.
 
@@ -405,7 +423,7 @@ def shear_coalitions(
     with probability 1/2. With ``antithetic`` the complementary subset
     ``S_i - S`` gets the complementary set of the other features.
     """
-    batch, d, m = cooperators.shape
+    _, d, m = cooperators.shape
     device = cooperators.device
     bits = subset_bits(m, device).to(torch.float64)  # (2^m, m)
     chosen = torch.nn.functional.one_hot(cooperators, d).to(torch.float64)  # (N, d, m, d)

@@ -22,13 +22,6 @@ COUNTS_PASSES = (
     "'can be diff from n_features' for other methods)"
 )
 
-KERNEL_RNG = (
-    "accepted deviation: PairedKernelShap draws one set of paired coalitions per batch, "
-    "shared by the examples (an example alone under the same seed gets its row of the "
-    "batch). Captum's KernelShap, a Lime, draws per example in sequence, so this case does "
-    "not reseed between examples and expects each example alone to continue the batch's "
-    "random stream: Captum's exact random-number consumption"
-)
 TARGET_ERROR = (
     "accepted deviation: an impossible target ((9999,) * 20 for a (2,)-output model) raises "
     "ValueError naming the target and the output's shape; Captum's test expects "
@@ -40,13 +33,6 @@ JIT_TRACE = (
     "the None/int; Captum defines these cases only under CUDA, where every mode scripts"
 )
 
-_TARGET_CASES = [
-    "basic_multi_input_multi_target",
-    "basic_multi_target",
-    "basic_multiple_tuple_target",
-    "basic_tensor_multi_target",
-    "basic_tensor_single_target",
-]
 _JIT_TRACE_CASES = [
     "basic_multi_input",
     "basic_multi_input_multi_target",
@@ -68,10 +54,6 @@ XFAIL: dict[str, str] = {
     "test_dataloader_attr.py::TestExactShapley::test_dl_attr_with_reduce_and_to_metric": (
         COUNTS_PASSES
     ),
-    **{
-        f"test_targets.py::TestTargets::test_target_{case}_PairedKernelShap": KERNEL_RNG
-        for case in _TARGET_CASES
-    },
     **{
         "test_hook_removal.py::TestHookRemoval::test_hook_removal_incorrect_target_or_neuron_"
         f"basic_single_target_{cls}": TARGET_ERROR
