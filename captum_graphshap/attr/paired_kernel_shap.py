@@ -182,7 +182,7 @@ def auto_plan(
     orderings); otherwise no plan here and ``"cubic"``.
     """
     evaluations = count + 2
-    if d <= 20 and 2**d <= evaluations:
+    if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         every = DenseCoalitions(all_coalitions(d, device))
         return Plan(every, shapley_from_all_coalitions, distinct=True), "exact"
     # an ordering adds d - 1 rows besides the shared empty and full coalitions
