@@ -45,6 +45,9 @@ from .._warnings import warn_caller
 #: size before measured batching: starting at 2^17 made a 16,551-row plan of
 #: a small CNN 1.85x slower (benchmarks/lc_speed.py), all of it probing.
 START_ELEMENTS_PER_CALL = 2**19
+#: The fixed call size of ``perturbations_per_eval=None`` before calls were
+#: sized by measurement; benchmarks print it for comparison.
+AUTO_ELEMENTS_PER_CALL = 2**19
 #: A doubling is kept when rows per second grow by at least this factor.
 GROWTH_GAIN = 1.08
 #: Doublings in a row that are not faster before the size settles.
