@@ -153,7 +153,7 @@ class _Clock:
 class Pacer:
     """The rows per call, progress bar and forecast of one engine run.
 
-    The engine asks :attr:`step` (units per call; a unit is one coalition and
+    The engine asks ``step`` (units per call; a unit is one coalition and
     reference, ``width`` model rows), calls :meth:`begin` before building a
     chunk and :meth:`done` after its values are read, and reports
     :meth:`out_of_memory` and :meth:`one_per_call`.
