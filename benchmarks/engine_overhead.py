@@ -33,7 +33,7 @@ from _timing import median_ratio, rotating_rounds, timed
 from torch import nn
 
 from captum_graphshap import ExactShapley
-from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL
+from captum_graphshap.engine.batching import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.plans.exact import all_coalitions
 
 

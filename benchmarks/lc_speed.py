@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from captum_graphshap import CShapley, GridGraph, LineGraph, LShapley
 from captum_graphshap.demo import CountingModel
 from captum_graphshap.demo.experiment import make_local_cnn
-from captum_graphshap.engine.coalition_game import AUTO_ELEMENTS_PER_CALL
+from captum_graphshap.engine.batching import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.graphs import FeatureGraph, default_feature_mask
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
 from captum_graphshap.plans.l_c_shapley import c_shapley_plan, l_shapley_plan

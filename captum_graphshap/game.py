@@ -2,8 +2,9 @@
 
 import warnings
 
+from .engine.batching import AUTO_ELEMENTS_PER_CALL
 from .engine.coalition_game import *  # noqa: F403
-from .engine.coalition_game import AUTO_ELEMENTS_PER_CALL, CoalitionGame, prepare_game
+from .engine.coalition_game import CoalitionGame, prepare_game
 
 warnings.warn(
     "captum_graphshap.game is deprecated; import from captum_graphshap.engine instead.",

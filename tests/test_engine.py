@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from captum_graphshap.engine.coalition_game import prepare_game, unique_coalitions
+from captum_graphshap.engine.coalition_game import prepare_game
+from captum_graphshap.engine.dedup import unique_coalitions
 
 
 class TwoInputModel(nn.Module):

@@ -45,6 +45,9 @@ from .._warnings import warn_caller
 #: size before measured batching: starting at 2^17 made a 16,551-row plan of
 #: a small CNN 1.85x slower (benchmarks/lc_speed.py), all of it probing.
 START_ELEMENTS_PER_CALL = 2**19
+#: The fixed call size of ``perturbations_per_eval=None`` before calls were
+#: sized by measurement; benchmarks print it for comparison.
+AUTO_ELEMENTS_PER_CALL = 2**19
 #: A doubling is kept when rows per second grow by at least this factor.
 GROWTH_GAIN = 1.08
 #: Doublings in a row that are not faster before the size settles.
@@ -150,7 +153,7 @@ class _Clock:
 class Pacer:
     """The rows per call, progress bar and forecast of one engine run.
 
-    The engine asks :attr:`step` (units per call; a unit is one coalition and
+    The engine asks ``step`` (units per call; a unit is one coalition and
     reference, ``width`` model rows), calls :meth:`begin` before building a
     chunk and :meth:`done` after its values are read, and reports
     :meth:`out_of_memory` and :meth:`one_per_call`.

@@ -10,7 +10,9 @@ expands them into boolean rows one chunk at a time (:meth:`CoalitionSet.take`).
   complemented (``D`` minus the members), for graph plans whose coalitions
   have a few members each, or all but a few;
 * :class:`PrefixCoalitions`: the ``d + 1`` prefixes of sampled orderings,
-  stored as the orderings' ranks.
+  stored as the orderings' ranks;
+* :class:`IntervalCoalitions`: index ranges ``[start, end]`` (the connected
+  sets of a line), two ids per coalition.
 
 Deduplication works on 64-bit keys computed from the stored form
 (:meth:`CoalitionSet.weighted_sums`), so its memory is a few words per
