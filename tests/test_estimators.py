@@ -100,7 +100,8 @@ def test_taylor_surrogate_of_a_quadratic_model_is_the_game_itself(point):
     x = torch.randn(2, d, generator=generator, dtype=torch.float64)
     base = torch.randn(1, d, generator=generator, dtype=torch.float64).expand(2, d)
     mask = (torch.arange(d)[None],)
-    q = quadratic_from_taylor(*taylor_terms(model, (x,), (base,), mask, d, point=point), point)
+    terms = taylor_terms(model, (x,), (base,), mask, d, point=point)
+    q = quadratic_from_taylor(terms.value, terms.gradient, terms.hessian, point)
     z = every_coalition(d)
     for n in range(2):
         game = model(torch.where(z, x[n], base[n]))

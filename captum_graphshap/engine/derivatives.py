@@ -3,7 +3,7 @@
 The methods that use derivatives (SHEAR's cross-contributions, the Taylor
 control variate of permutation sampling) get them here, so that the plans
 stay pure tensor maths and one function charges their cost to
-``game.evaluations`` (:func:`_charge`), in forward equivalents:
+``game.evaluations`` (``_charge``), in forward equivalents:
 :data:`GRADIENT_COST` per gradient row and :data:`HVP_COST` per
 Hessian-vector product row.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -58,7 +58,8 @@ CROSS_CONTRIBUTIONS: tuple[str, ...] = ("auto", "hessian", "gradient")
 ELEMENTS_PER_CHUNK = 2**22
 
 
-class TaylorTerms(NamedTuple):
+@dataclass(frozen=True)
+class TaylorTerms:
     """A second-order expansion of the game in its features at ``b + t (x - b)``.
 
     Attributes:
