@@ -15,7 +15,7 @@ from torch import nn
 
 import captum_graphshap as cg
 from captum_graphshap.engine.coalition_game import prepare_game
-from captum_graphshap.plans.cross_contributions import hessian_cross_contributions
+from captum_graphshap.engine.derivatives import hessian_cross_contributions
 
 from .test_contract import CLASSES, RANDOMISED, options_for
 

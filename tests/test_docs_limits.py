@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from captum_graphshap.plans import cross_contributions, limits
+from captum_graphshap.engine import derivatives
+from captum_graphshap.plans import limits
 from captum_graphshap.uncertainty import residuals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ CLAIMS = [
     (
         "docs/architecture.md",
         "chunks of about 2^22 elements",
-        cross_contributions.ELEMENTS_PER_CHUNK,
+        derivatives.ELEMENTS_PER_CHUNK,
     ),
     ("docs/guide/exact_shapley.md", "Refused above $d = 20$", FEATURES),
     ("docs/guide/which_method.md", "| at most 20 features |", FEATURES),

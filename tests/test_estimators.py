@@ -12,6 +12,7 @@ from torch import nn
 from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
+from captum_graphshap.engine.derivatives import taylor_terms
 from captum_graphshap.plans.linear import shapley_from_all_coalitions
 from captum_graphshap.plans.regression_adjusted import (
     cubic_kernel_plan,
@@ -26,8 +27,8 @@ from captum_graphshap.plans.sampling import (
 from captum_graphshap.plans.surrogates import (
     OddCubicSurrogate,
     QuadraticSurrogate,
+    quadratic_from_taylor,
     select_triples,
-    taylor_surrogate,
 )
 from captum_graphshap.uncertainty.intervals import student_t_quantile
 
@@ -99,7 +100,8 @@ def test_taylor_surrogate_of_a_quadratic_model_is_the_game_itself(point):
     x = torch.randn(2, d, generator=generator, dtype=torch.float64)
     base = torch.randn(1, d, generator=generator, dtype=torch.float64).expand(2, d)
     mask = (torch.arange(d)[None],)
-    q = taylor_surrogate(model, (x,), (base,), mask, d, point=point)
+    terms = taylor_terms(model, (x,), (base,), mask, d, point=point)
+    q = quadratic_from_taylor(terms.value, terms.gradient, terms.hessian, point)
     z = every_coalition(d)
     for n in range(2):
         game = model(torch.where(z, x[n], base[n]))

@@ -7,8 +7,9 @@ import numbers
 from typing import Any
 
 from ..engine.coalition_game import CoalitionGame
+from ..engine.derivatives import taylor_expansion
 from ..plans.limits import check_choice
-from ..plans.surrogates import QuadraticSurrogate, taylor_surrogate
+from ..plans.surrogates import QuadraticSurrogate, quadratic_from_taylor
 
 #: ``control_variate=`` choices (None: no control variate)
 CONTROL_VARIATES: tuple[str, ...] = ("taylor",)
@@ -43,26 +44,13 @@ def check_control_options(
         )
 
 
-def control_cost(num_features: int) -> int:
-    """Forward equivalents of the Taylor surrogate: a checking forward, a gradient, ``d`` HVPs."""
-    from .shear import GRADIENT_COST, HVP_COST
-
-    return 1 + GRADIENT_COST + HVP_COST * num_features
-
-
 def taylor_control(game: CoalitionGame, point: float) -> QuadraticSurrogate:
     """The game's second-order Taylor surrogate at ``b + point (x - b)``.
 
-    Counts its cost (:func:`control_cost`) in ``game.evaluations``; refuses
-    integer inputs and models without gradients before any evaluation.
+    Its derivatives come from :func:`~captum_graphshap.engine.derivatives.taylor_expansion`,
+    which counts their cost (``taylor_cost``: ``1 + 3 + 4 d`` forward
+    equivalents) in ``game.evaluations``, refuses integer inputs before any
+    model call and a model without gradients after its one checking forward.
     """
-    from .shear import GRADIENT_COST, HVP_COST, _check_floating, derivative_setup
-
-    who = "control_variate='taylor'"
-    _check_floating(game, who)
-    value_fn, baselines = derivative_setup(game, who)
-    surrogate = taylor_surrogate(
-        value_fn, game.inputs, baselines, game.features.masks, game.num_features, point
-    )
-    game.evaluations += GRADIENT_COST + HVP_COST * game.num_features
-    return surrogate
+    terms = taylor_expansion(game, point, "control_variate='taylor'")
+    return quadratic_from_taylor(terms.value, terms.gradient, terms.hessian, float(point))

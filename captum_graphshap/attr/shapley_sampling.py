@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
+from ..engine.derivatives import taylor_cost
 from ..plans.control_variates import (
     controlled_contributions,
     ordering_groups,
@@ -28,7 +29,7 @@ from ..uncertainty.intervals import check_confidence
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
-from .control_variate import check_control_options, control_cost, taylor_control
+from .control_variate import check_control_options, taylor_control
 
 INTERVALS: tuple[str, ...] = ("t", "normal", "bootstrap")
 
@@ -240,7 +241,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         else:
             fixed, per_ordering = min(2, d + 1), max(1, d - 1)
         if options.control_variate is not None:
-            fixed += control_cost(d)
+            fixed += taylor_cost(d)
         count = samples_within(
             options.budget, fixed, per_ordering, options.minimum(), "ShapleySampling"
         )

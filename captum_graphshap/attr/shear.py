@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Any
 
 import captum.attr as captum_attr
@@ -13,13 +12,13 @@ from torch import Tensor
 
 from .._compat import BaselineType, TargetType
 from ..engine.coalition_game import CoalitionGame, prepare_game
-from ..plans.cross_contributions import (
+from ..engine.derivatives import (
     CROSS_CONTRIBUTIONS,
-    gradient_cross_contributions,
-    hessian_cross_contributions,
-    select_cooperators,
-    vanishing,
+    check_floating,
+    cross_contribution_cost,
+    cross_contributions,
 )
+from ..plans.cross_contributions import select_cooperators
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
@@ -27,14 +26,6 @@ from ..plans.sampling import shear_plan
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget
-
-#: Forward equivalents of one Hessian-vector product (forward-over-reverse:
-#: a forward pass, a backward pass and their tangents) and of one gradient.
-#: Measured on the benchmark's MLPs and CNN (``benchmarks/estimators.py``,
-#: column "derivatives / forward"), one HVP row costs 2-4 forward rows on CPU;
-#: the count keeps the upper end.
-HVP_COST = 4
-GRADIENT_COST = 3
 
 #: ``estimator=`` choices of :class:`Shear`
 SHEAR_ESTIMATORS: tuple[str, ...] = ("regression", "regression_mc", "paper")
@@ -185,11 +176,10 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             feature_mask,
             value=value,
         )
-        _check_floating(game)
-        return _cross_contributions(game, kind)
+        return cross_contributions(game, kind)
 
     def explain(self, game: CoalitionGame, options: ShearOptions, show_progress: bool) -> Outcome:
-        _check_floating(game)
+        check_floating(game)
         d = game.num_features
         n_samples = self._samples(options, d)
         count = min(int(math.log2(n_samples)) - 1, d - 1)
@@ -208,7 +198,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             strength = (
                 None
                 if count >= d - 1  # every coalition is evaluated: exact, no eta needed
-                else _cross_contributions(game, options.cross_contribution)
+                else cross_contributions(game, options.cross_contribution)
             )
             spent = int((game.evaluations - before).max())
             pairs = (self._rows(options, d, n_samples, spent) - 2) // 2
@@ -235,7 +225,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     def _samples(options: ShearOptions, d: int) -> int:
         if options.budget is None:
             return 16 if options.n_samples is None else _check_budget(options.n_samples)
-        derivatives = _derivative_cost(options.cross_contribution, d)
+        derivatives = cross_contribution_cost(options.cross_contribution, d)
 
         def cost(n: int) -> int:  # an exact plan (n >= 2^d) needs no derivatives
             return d * n + (0 if n >= 2**d else derivatives)
@@ -258,30 +248,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             others = torch.arange(d, device=game.device).expand(d, d)
             keep = ~torch.eye(d, dtype=torch.bool, device=game.device)
             return others[keep].view(d, d - 1).expand(game.batch_size, d, d - 1)
-        return select_cooperators(_cross_contributions(game, kind), count)
-
-
-def _derivative_cost(kind: str, d: int) -> int:
-    """Forward equivalents of the cross-contributions, at most (``"auto"``: both forms)."""
-    return (
-        1
-        + {  # 1: the forward that checks the output is differentiable
-            "hessian": HVP_COST * d,
-            "gradient": GRADIENT_COST * (d + 1),
-            "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
-        }[kind]
-    )
-
-
-def _check_floating(game: CoalitionGame, who: str = "Shear") -> None:
-    integer = [i for i, t in enumerate(game.inputs) if not t.is_floating_point()]
-    if integer:
-        raise TypeError(
-            f"{who} needs gradients, but inputs[{integer[0]}] has dtype "
-            f"{game.inputs[integer[0]].dtype} (token ids?). Explain the embeddings "
-            "(floating inputs) instead, or use ShapleySampling (without control_variate), "
-            "ExactShapley or LShapley, which need no gradients."
-        )
+        return select_cooperators(cross_contributions(game, kind), count)
 
 
 def _check_budget(n_samples: Any) -> int:
@@ -293,70 +260,3 @@ def _check_budget(n_samples: Any) -> int:
             f"got {n}; use {lower} or {lower * 2}."
         )
     return n
-
-
-def _check_differentiable(game: CoalitionGame, value_fn: Any, who: str = "Shear") -> None:
-    """One gradient-tracked forward: the explained output must depend on the inputs.
-
-    A detached or integer output has no derivatives; without this check the
-    Hessian form would read as zero and the gradient form fail deep in autograd.
-    """
-    rows = tuple(x.detach().clone().requires_grad_(True) for x in game.inputs)
-    with torch.enable_grad():
-        output = value_fn(*rows)
-    game.evaluations += 1
-    if not output.requires_grad:
-        raise TypeError(
-            f"{who} needs a differentiable model, but the explained output does not depend on "
-            "the inputs through autograd (detached, integer-valued, or computed under "
-            "torch.no_grad()). Use ShapleySampling (without control_variate) or "
-            "PairedKernelShap, which need no gradients, or return the output without "
-            "detaching it."
-        )
-
-
-def derivative_setup(game: CoalitionGame, who: str = "Shear") -> tuple[Any, tuple[Tensor, ...]]:
-    """The value function, checked differentiable (one counted forward), and the
-    baselines expanded to the inputs: what derivatives at the game's points need."""
-    game.resolve_target()
-    value_fn = game.value_function()
-    baselines = tuple(
-        background[0].expand_as(x) for background, x in zip(game.backgrounds, game.inputs)
-    )
-    _check_differentiable(game, value_fn, who)
-    return value_fn, baselines
-
-
-def _cross_contributions(game: CoalitionGame, kind: str) -> Tensor:
-    value_fn, baselines = derivative_setup(game)
-    masks = game.features.masks
-    d = game.num_features
-    if kind == "gradient":
-        game.evaluations += GRADIENT_COST * (d + 1)
-        return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
-    deltas = tuple(x - b for x, b in zip(game.inputs, baselines))
-    eta = hessian_cross_contributions(value_fn, game.inputs, deltas, masks, d)
-    game.evaluations += HVP_COST * d
-    flat = vanishing(eta)
-    if not bool(flat.any()):
-        return eta
-    if kind == "hessian":
-        warnings.warn(
-            f"the Hessian cross-contributions are all zero for {int(flat.sum())} of "
-            f"{game.batch_size} examples (a piecewise-linear model such as a ReLU network?): "
-            "their cooperators are arbitrary. Use cross_contribution='gradient' or 'auto'.",
-            stacklevel=3,
-        )
-        return eta
-    warnings.warn(
-        f"the Hessian cross-contributions are all zero for {int(flat.sum())} of "
-        f"{game.batch_size} examples (a piecewise-linear model such as a ReLU network, or a "
-        "model without interactions); their cooperators come from gradient differences "
-        "(cross_contribution='gradient', d + 1 gradient rows per example).",
-        stacklevel=3,
-    )
-    # Whole-batch gradients keep the value function's batch layout; in the
-    # usual case (a ReLU network) every example needs them anyway.
-    fallback = gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
-    game.evaluations += GRADIENT_COST * (d + 1)
-    return torch.where(flat[:, None, None], fallback.to(eta.dtype), eta)

@@ -191,7 +191,7 @@ def feature_sums(
 
     The reverse of :meth:`FeatureMasks.scatter`. ``products`` are ``(N, *S)``
     tensors, ``masks`` their feature masks (broadcastable to them). Out of
-    place, so it works under ``vmap``.
+    place: ``products`` are read, never written.
     """
     batch = products[0].shape[0]
     total = products[0].new_zeros(batch, num_features)

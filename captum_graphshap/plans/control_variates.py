@@ -1,8 +1,9 @@
 r"""Control variates for permutation sampling (ControlSHAP, Goldwasser & Hooker 2023).
 
 A surrogate game ``q`` with known Shapley value ``phi(q)`` (a second-order
-Taylor expansion, :func:`~captum_graphshap.plans.surrogates.taylor_surrogate`)
-is evaluated on the same orderings as the model, by arithmetic. Each
+Taylor expansion, :func:`~captum_graphshap.plans.surrogates.quadratic_from_taylor`
+of the terms :func:`~captum_graphshap.engine.derivatives.taylor_expansion`
+computes) is evaluated on the same orderings as the model, by arithmetic. Each
 ordering's marginal contributions ``c_v`` then have a companion ``c_q`` whose
 mean is known, and the estimate is the mean of
 

@@ -14,9 +14,10 @@ Two families, both pure tensor maths on bool coalitions ``z`` ``(..., d)``:
 
 * :class:`QuadraticSurrogate`
   ``q(S) = c + sum_i a_i 1[i in S] + sum_{i<j} B_ij 1[i, j in S]``, with
-  ``phi_i(q) = a_i + 1/2 sum_j B_ij``; :func:`taylor_surrogate` builds it from
-  the gradient and Hessian-vector products of the model at a point of the
-  path from the baseline to the input (ControlSHAP's control variate);
+  ``phi_i(q) = a_i + 1/2 sum_j B_ij``; :func:`quadratic_from_taylor` builds it
+  from the gradient and Hessian blocks of the model at a point of the path
+  from the baseline to the input (ControlSHAP's control variate), which
+  :func:`~captum_graphshap.engine.derivatives.taylor_expansion` computes;
 * :class:`OddCubicSurrogate`: the odd part of a game in the ``+-1``
   coordinates ``s = 2 z - 1`` up to order three,
   ``u(s) = sum_i f_i s_i + sum_{(i,j,k) in T} f_ijk s_i s_j s_k``. The
@@ -30,13 +31,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-
-from ..engine.features import feature_sums
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,9 @@ class QuadraticSurrogate:
         return self.constant[example_index] + (z * a).sum(dim=1) + pair
 
 
-def quadratic_from_taylor(value: Tensor, gradient: Tensor, hessian: Tensor, t: float):
+def quadratic_from_taylor(
+    value: Tensor, gradient: Tensor, hessian: Tensor, t: float
+) -> QuadraticSurrogate:
     """The quadratic game of a second-order expansion at ``z0 = t 1``.
 
     With ``g_i = delta_i . grad`` and ``H_ij = delta_i^T H delta_j`` at the
@@ -87,41 +87,6 @@ def quadratic_from_taylor(value: Tensor, gradient: Tensor, hessian: Tensor, t: f
     linear = gradient + diagonal / 2 - t * row
     pairwise = hessian * (1 - torch.eye(d, dtype=hessian.dtype, device=hessian.device))
     return QuadraticSurrogate(constant, linear, pairwise)
-
-
-def taylor_surrogate(
-    value_fn: Callable[..., Tensor],
-    inputs: tuple[Tensor, ...],
-    baselines: tuple[Tensor, ...],
-    masks: tuple[Tensor, ...],
-    num_features: int,
-    point: float = 0.5,
-) -> QuadraticSurrogate:
-    """ControlSHAP's control variate: a second-order Taylor expansion in the mask's features.
-
-    Expanded at ``b + point (x - b)`` (the midpoint by default) with one
-    gradient and ``d`` Hessian-vector products per batch
-    (:func:`~captum_graphshap.plans.cross_contributions.hessian_feature_matrix`):
-    O(d) products, no dense Hessian of the inputs, only the ``d x d`` feature
-    matrix. Exact when the model is quadratic in its inputs.
-    """
-    from .cross_contributions import hessian_feature_matrix
-
-    deltas = tuple(x - b for x, b in zip(inputs, baselines))
-    anchor = tuple((b + point * delta).detach() for b, delta in zip(baselines, deltas))
-    rows = tuple(a.clone().requires_grad_(True) for a in anchor)
-    with torch.enable_grad():
-        out = value_fn(*rows)
-        grads = torch.autograd.grad(out.sum(), rows, allow_unused=True)
-    grads = tuple(torch.zeros_like(r) if g is None else g for g, r in zip(grads, rows))
-    gradient = feature_sums(
-        tuple(g * delta for g, delta in zip(grads, deltas)), masks, num_features
-    ).detach()
-    hessian = hessian_feature_matrix(value_fn, anchor, deltas, masks, num_features)
-    dtype = torch.float64 if out.dtype == torch.float64 else out.dtype
-    return quadratic_from_taylor(
-        out.detach().to(dtype), gradient.to(dtype), hessian.to(dtype), float(point)
-    )
 
 
 # ----------------------------------------------------------------- odd cubic
