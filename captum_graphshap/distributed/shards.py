@@ -8,8 +8,18 @@ examples' ids. Inside a shard the explainer sees micro-batches of
 :func:`batch_seed` ``(seed, first position of the micro-batch)``. The result
 of every example therefore depends on the data, the explainer, ``seed``,
 ``shard_size`` and ``batch_size`` only: not on how many workers run, which
-one ran a shard, or in what order. A manifest (``_manifest.json``) records
-those settings so that a rerun resumes only a compatible run.
+one ran a shard, or in what order.
+
+A manifest (``_manifest.json``, :func:`check_manifest`) fingerprints the run
+(see :mod:`.fingerprint`): those settings, ``attribute_kwargs``, the package
+version, and hashes of the ids and of the data; the first actor stores the
+explainer's record next to it (``_explainer.json``, :func:`record_explainer`).
+A rerun resumes only the same run and names what differs otherwise. Every
+write is atomic (a temporary file, fsynced, renamed into place, the folder
+fsynced) and every shard carries the run's fingerprint in its schema
+metadata, so a rerun verifies the shards on disk (:func:`verify_shards`) and
+re-runs a damaged one instead of skipping it, and :func:`read_explanations`
+refuses one with the file's name.
 
 The functions here are what a worker runs; :mod:`.ray_runner` distributes
 them with Ray Data.
