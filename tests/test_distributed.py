@@ -155,7 +155,8 @@ def test_seeded_sampling_resumes_after_a_lost_shard_and_survives_an_actor_crash(
         crashing.register_forward_pre_hook(crash)
         return cg.ShapleySampling(crashing)
 
-    with pytest.warns(UserWarning, match=r"(?s)shard-000000\.parquet is empty.*shard-000003\.parquet"):
+    damaged = r"(?s)shard-000000\.parquet is empty.*shard-000003\.parquet is not readable"
+    with pytest.warns(UserWarning, match=damaged):
         second = explain_dataset(
             crashing_factory, {"inputs": x, "target": y}, folder, attribute_kwargs=options,
             shard_size=SHARD, batch_size=BATCH, seed=11, num_actors=2,
