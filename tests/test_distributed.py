@@ -155,7 +155,7 @@ def test_seeded_sampling_resumes_after_a_lost_shard_and_survives_an_actor_crash(
         crashing.register_forward_pre_hook(crash)
         return cg.ShapleySampling(crashing)
 
-    damaged = r"(?s)shard-000000\.parquet is empty.*shard-000003\.parquet is not readable"
+    damaged = r"(?s)shard-000000\.parquet: empty.*shard-000003\.parquet: not readable"
     with pytest.warns(UserWarning, match=damaged):
         second = explain_dataset(
             crashing_factory, {"inputs": x, "target": y}, folder, attribute_kwargs=options,
@@ -433,7 +433,7 @@ def test_verification_keeps_sound_shards_and_names_why_others_go(tmp_path):
     assert kept == set()
     assert damaged[0] == "empty (0 bytes)"
     assert damaged[1].startswith("not readable Parquet")
-    assert damaged[2].startswith("it was written by another run")
+    assert damaged[2].startswith("written by another run")
     assert damaged[3] == "1 rows where the shard has 2"
     assert sorted(tmp_path.glob("shard-*")) == []  # deleted, to be re-run
 

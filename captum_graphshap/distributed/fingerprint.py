@@ -60,7 +60,10 @@ def qualified_name(obj: Any) -> str:
 
 def _tensor_bytes(tensor: Tensor) -> Any:
     """The tensor's bytes as a contiguous uint8 array (hashlib reads its buffer, no copy)."""
-    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    tensor = tensor.detach()
+    if tensor.layout != torch.strided:  # sparse: its values, densely
+        tensor = tensor.to_dense()
+    flat = tensor.to("cpu").resolve_conj().resolve_neg().contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy()  # a view as bytes also covers bfloat16 and bool
 
 
@@ -232,11 +235,14 @@ def parameter_record(module: torch.nn.Module) -> dict[str, Any]:
     record: dict[str, Any] = {"count": sum(t.numel() for _, t in tensors)}
     if size <= PARAMETER_HASH_LIMIT:
         hasher = hashlib.sha256()
-        for name, tensor in tensors:
-            hasher.update(f"{name}:{tensor.dtype}{tuple(tensor.shape)};".encode())
-            hasher.update(_tensor_bytes(tensor))
-        record["sha256"] = hasher.hexdigest()
-    else:  # too large to hash in every actor: names, dtypes and shapes only
+        try:
+            for name, tensor in tensors:
+                hasher.update(f"{name}:{tensor.dtype}{tuple(tensor.shape)};".encode())
+                hasher.update(_tensor_bytes(tensor))
+            record["sha256"] = hasher.hexdigest()
+        except (RuntimeError, NotImplementedError, TypeError):
+            pass  # parameters that cannot be read as bytes (offloaded, quantised): layout
+    if "sha256" not in record:  # too large to hash in every actor: names, dtypes, shapes
         record["layout_sha256"] = digest_json(
             [[name, str(t.dtype), list(t.shape)] for name, t in tensors]
         )

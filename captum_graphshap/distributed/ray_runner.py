@@ -295,12 +295,10 @@ def explain_dataset(
     explainer = str(stored.get("fingerprint")) if stored is not None else None
     done, damaged = verify_shards(directory, settings, ids, manifest["fingerprint"], explainer)
     if damaged:
+        found = "; ".join(f"{shard_path(directory, s).name}: {why}" for s, why in damaged.items())
         warnings.warn(
-            f"output_dir {str(directory)!r}: "
-            + "; ".join(
-                f"{shard_path(directory, shard).name} is {why}" for shard, why in damaged.items()
-            )
-            + ". Deleted; these shards are explained again.",
+            f"output_dir {str(directory)!r} held damaged shard files, deleted and explained "
+            f"again: {found}.",
             stacklevel=2,
         )
     rerun = tuple(shard for shard in sorted(damaged) if shard < settings.n_shards)

@@ -492,13 +492,13 @@ def shard_problem(
     start, stop = settings.bounds(shard)
     stamp = _stamp(table)
     if not stamp:
-        return "it carries no run fingerprint (another version or program wrote it)"
+        return "without a run fingerprint (another version or program wrote it)"
     if stamp.get("run") != run:
-        return f"it was written by another run (fingerprint {str(stamp.get('run'))[:12]}...)"
+        return f"written by another run (fingerprint {str(stamp.get('run'))[:12]}...)"
     if explainer is not None and stamp.get("explainer") != explainer:
-        return "it was written by another explainer than the stored one"
+        return "written by another explainer than the one stored in " + EXPLAINER
     if stamp.get("shard") != shard:
-        return f"it holds shard {stamp.get('shard')}"
+        return f"shard {stamp.get('shard')}'s file under another name"
     if table.num_rows != stop - start:
         return f"{table.num_rows} rows where the shard has {stop - start}"
     expected = None if ids is None else [canonical(i) for i in ids[start:stop]]
