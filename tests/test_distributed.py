@@ -7,6 +7,8 @@ calls of the same explainer on the same micro-batches.
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import sys
 
@@ -44,6 +46,34 @@ def single_process(explainer, x, y, seed=None, **kwargs):
                 extra["generator"] = torch.Generator().manual_seed(batch_seed(seed, first))
             pieces.append(explainer.attribute(x[first:last], target=y[first:last], **extra))
     return pieces
+
+
+def written_on_disk(folder, model, dataset, ids=None, **attribute_kwargs):
+    """A finished run of ExactShapley written in this process (what the actors would write)."""
+    from captum_graphshap.distributed.fingerprint import explainer_record, run_manifest
+    from captum_graphshap.distributed.shards import (
+        ShardSettings,
+        check_manifest,
+        explain_range,
+        record_explainer,
+        write_shard,
+    )
+
+    settings = ShardSettings(N, SHARD, BATCH, None)
+    ids = list(range(N)) if ids is None else ids
+    manifest = run_manifest(settings, attribute_kwargs, ids, dataset)
+    check_manifest(folder, manifest, overwrite=False)
+    explainer = cg.ExactShapley(model)
+    record = explainer_record(explainer)
+    assert record_explainer(folder, record) is None
+    stamp = {"run": manifest["fingerprint"], "explainer": record["fingerprint"]}
+    for shard in range(settings.n_shards):
+        start, stop = settings.bounds(shard)
+        fields = explain_range(
+            explainer, dataset, start, stop, settings, attribute_kwargs, torch.device("cpu")
+        )
+        write_shard(folder, shard, ids[start:stop], fields, stamp)
+    return manifest, record
 
 
 @pytest.fixture(scope="module")
@@ -104,53 +134,70 @@ def test_seeded_sampling_resumes_after_a_lost_shard_and_survives_an_actor_crash(
     assert torch.equal(out["attributions"], torch.cat([r.attributions for r in reference]))
     assert torch.equal(out["half_width"], torch.cat([r.half_width for r in reference]))
 
-    # an interrupted job: shard 1 is lost; the rerun's actor dies on its first forward
+    # an interrupted job: shard 1 is lost, shard 3 truncated (a copy cut short), shard 0
+    # empty; the rerun's actor dies on its first forward
     shard_path(folder, 1).unlink()
+    data = shard_path(folder, 3).read_bytes()
+    shard_path(folder, 3).write_bytes(data[: len(data) // 2])
+    shard_path(folder, 0).write_bytes(b"")
+    with pytest.raises(ValueError, match=r"shard-000000\.parquet' is damaged: empty"):
+        read_explanations(folder)  # refused, naming the file: not pyarrow's ArrowInvalid
     kept = shard_path(folder, 2).stat().st_mtime_ns
     flag = tmp_path / "crashed"
 
     def crashing_factory(device):
-        def forward(inputs):
+        def crash(module, inputs):
             if not flag.exists():
                 flag.write_text("once")
                 os._exit(1)  # the actor's process dies; Ray restarts it and retries
-            return model(inputs)
 
-        return cg.ShapleySampling(forward)
+        crashing = copy.deepcopy(model).to(device)  # the same model: class and parameters
+        crashing.register_forward_pre_hook(crash)
+        return cg.ShapleySampling(crashing)
 
-    second = explain_dataset(
-        crashing_factory, {"inputs": x, "target": y}, folder, attribute_kwargs=options,
-        shard_size=SHARD, batch_size=BATCH, seed=11, num_actors=2,
-    )  # fmt: skip
+    damaged = r"(?s)shard-000000\.parquet: empty.*shard-000003\.parquet: not readable"
+    with pytest.warns(UserWarning, match=damaged):
+        second = explain_dataset(
+            crashing_factory, {"inputs": x, "target": y}, folder, attribute_kwargs=options,
+            shard_size=SHARD, batch_size=BATCH, seed=11, num_actors=2,
+        )  # fmt: skip
     assert flag.exists()  # the crash happened
-    assert second.shards_written == (1,) and second.shards_skipped == (0, 2, 3)
+    assert second.shards_written == (0, 1, 3) and second.shards_skipped == (2,)
+    assert second.rerun == (0, 3)
     assert shard_path(folder, 2).stat().st_mtime_ns == kept  # not rewritten
     again = read_explanations(folder)
     assert torch.equal(again["attributions"], out["attributions"])
     assert torch.equal(again["half_width"], out["half_width"])
 
+    # another explainer class on the same folder: its actor refuses before writing anything
+    shard_path(folder, 2).unlink()
+    with pytest.raises(ValueError, match=r"explainer class \S*ShapleySampling vs \S*ExactShapley"):
+        explain_dataset(
+            lambda device: cg.ExactShapley(model.to(device)), {"inputs": x, "target": y},
+            folder, attribute_kwargs=options, shard_size=SHARD, batch_size=BATCH, seed=11,
+            num_actors=1,
+        )  # fmt: skip
+    assert not shard_path(folder, 2).exists()
+
 
 def test_a_finished_run_is_not_redone_and_other_settings_are_refused(tmp_path):
-    pytest.importorskip("pyarrow")
-    from captum_graphshap.distributed.shards import ShardSettings, check_manifest, write_shard
-
-    settings = ShardSettings(N, SHARD, BATCH, None)
-    check_manifest(tmp_path, settings, overwrite=False)
-    for shard in range(settings.n_shards):
-        start, stop = settings.bounds(shard)
-        write_shard(
-            tmp_path, shard, range(start, stop), {"attributions": torch.ones(stop - start, D)}
-        )
+    optional("ray")
+    optional("pyarrow")
     model = make_model()
     x, y = make_data()
+    written_on_disk(tmp_path, model, TensorDataset(x, y))
     run = explain_dataset(  # everything is on disk: Ray is not even needed
         lambda: cg.ExactShapley(model), TensorDataset(x, y), tmp_path,
         shard_size=SHARD, batch_size=BATCH,
     )  # fmt: skip
-    assert run.shards_written == () and run.shards_skipped == (0, 1, 2, 3)
-    assert read_explanations(tmp_path)["attributions"].shape == (N, D)
-    with pytest.raises(ValueError, match="overwrite=True"):
-        explain_dataset(lambda: cg.ExactShapley(model), x, tmp_path, shard_size=5)
+    assert run.shards_written == () and run.shards_skipped == (0, 1, 2, 3) and run.rerun == ()
+    expected = torch.cat(single_process(cg.ExactShapley(model), x, y))
+    assert torch.equal(read_explanations(tmp_path)["attributions"], expected)
+    with pytest.raises(ValueError, match=r"settings differ: .*shard_size 4 vs 5.*overwrite=True"):
+        explain_dataset(
+            lambda: cg.ExactShapley(model), TensorDataset(x, y), tmp_path, shard_size=5,
+            batch_size=BATCH,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -234,3 +281,162 @@ def test_explain_batch_adds_the_returned_fields_and_refuses_reserved_arguments()
         ExplainBatch(lambda: cg.ExactShapley(model), input_column="pixels", device="cpu")(batch)
     with pytest.raises(ValueError, match="generator"):
         ExplainBatch(lambda: cg.ExactShapley(model), {"generator": None}, device="cpu")
+
+
+# ------------------------------------------------- fingerprints and verified shards (no Ray)
+
+
+def explain(folder, model, dataset, **kwargs):
+    """explain_dataset with this file's sizes; Ray only starts if a shard is left to do."""
+    options = {"shard_size": SHARD, "batch_size": BATCH, **kwargs}
+    return explain_dataset(lambda: cg.ExactShapley(model), dataset, folder, **options)
+
+
+def test_resuming_with_another_target_ids_or_data_is_refused_naming_what_differs(tmp_path):
+    optional("ray")
+    optional("pyarrow")
+    model = make_model()
+    x, _ = make_data()
+    written_on_disk(tmp_path, model, x, target=0)
+    manifest = json.loads((tmp_path / "_manifest.json").read_text())
+    shards = sorted(tmp_path.glob("shard-*.parquet"))
+    stamps = [p.stat().st_mtime_ns for p in shards]
+    # the same run: resumed (here: nothing left to do)
+    assert explain(tmp_path, model, x, attribute_kwargs={"target": 0}).shards_skipped == (
+        0,
+        1,
+        2,
+        3,
+    )
+    with pytest.raises(
+        ValueError, match=r"attribute_kwargs differ: target 0 vs 2 .*overwrite=True"
+    ):
+        explain(tmp_path, model, x, attribute_kwargs={"target": 2})
+    with pytest.raises(ValueError, match=r"attribute_kwargs differ: n_samples absent vs 8"):
+        explain(tmp_path, model, x, attribute_kwargs={"target": 0, "n_samples": 8})
+    with pytest.raises(ValueError, match=r"attribute_kwargs differ: baselines absent vs .*tensor"):
+        explain(tmp_path, model, x, attribute_kwargs={"target": 0, "baselines": x[:1]})
+    other = x.clone()
+    other[5, 2] += 1e-6  # one value of one example
+    with pytest.raises(ValueError, match=r"the data differ \(sha256 [0-9a-f]{12}\.\.\. vs"):
+        explain(tmp_path, model, other, attribute_kwargs={"target": 0})
+    with pytest.raises(ValueError, match="the data differ"):  # the same values, float64
+        explain(tmp_path, model, x.double(), attribute_kwargs={"target": 0})
+    with pytest.raises(ValueError, match=r"the ids differ \(14 ids"):
+        explain(
+            tmp_path, model, x, ids=[f"row-{i}" for i in range(N)], attribute_kwargs={"target": 0}
+        )
+    with pytest.raises(ValueError, match="the ids differ"):
+        explain(tmp_path, model, x, ids=list(range(1, N + 1)), attribute_kwargs={"target": 0})
+    # nothing was touched by the refused calls
+    assert json.loads((tmp_path / "_manifest.json").read_text()) == manifest
+    assert [p.stat().st_mtime_ns for p in shards] == stamps
+
+
+def test_the_data_hash_depends_on_the_examples_not_on_how_the_dataset_is_given():
+    from captum_graphshap.distributed.fingerprint import data_digest
+
+    x, y = make_data()
+    pairs = data_digest(TensorDataset(x, y), N)
+    assert data_digest({"inputs": x, "target": y}, N) == pairs
+    assert data_digest([(x[i], y[i]) for i in range(N)], N) == pairs
+    assert data_digest(TensorDataset(x, (y + 1) % 3), N) != pairs  # other targets
+    assert data_digest(TensorDataset(x[[1, 0, *range(2, N)]], y), N) != pairs  # two swapped
+    assert data_digest(x, N) != data_digest({"inputs": x, "target": y}, N)
+
+
+def test_an_earlier_manifest_or_shards_without_one_are_refused_with_the_fix(tmp_path):
+    optional("ray")
+    optional("pyarrow")
+    model = make_model()
+    x, y = make_data()
+    old = {"n_examples": N, "shard_size": SHARD, "batch_size": BATCH, "seed": None}
+    (tmp_path / "_manifest.json").write_text(json.dumps(old))  # what 0.1 wrote
+    with pytest.raises(ValueError, match=r"earlier captum_graphshap.*overwrite=True"):
+        explain(tmp_path, model, TensorDataset(x, y))
+    loose = tmp_path / "loose"
+    written_on_disk(loose, model, TensorDataset(x, y))
+    (loose / "_manifest.json").unlink()
+    with pytest.raises(ValueError, match=r"shard files but no _manifest.json"):
+        explain(loose, model, TensorDataset(x, y))
+    # overwrite=True is the fix: the old manifest is replaced by this run's
+    from captum_graphshap.distributed.fingerprint import run_manifest
+    from captum_graphshap.distributed.shards import ShardSettings, check_manifest
+
+    manifest = run_manifest(ShardSettings(N, SHARD, BATCH, None), {}, list(range(N)), x)
+    check_manifest(tmp_path, manifest, overwrite=True)
+    assert json.loads((tmp_path / "_manifest.json").read_text()) == manifest
+
+
+def test_another_explainer_class_or_model_is_refused_naming_it(tmp_path):
+    from captum_graphshap.distributed.fingerprint import explainer_record
+    from captum_graphshap.distributed.shards import record_explainer
+
+    model = make_model()
+    exact = explainer_record(cg.ExactShapley(model))
+    assert record_explainer(tmp_path, exact) is None  # the first actor stores it
+    assert record_explainer(tmp_path, explainer_record(cg.ExactShapley(model))) is None
+    assert (
+        record_explainer(tmp_path, explainer_record(cg.ExactShapley(copy.deepcopy(model)))) is None
+    )
+    message = record_explainer(tmp_path, explainer_record(cg.ShapleySampling(model)))
+    assert "explainer class captum_graphshap" in message and "ExactShapley vs" in message
+    assert "ShapleySampling" in message and "overwrite=True" in message
+    retrained = copy.deepcopy(model)
+    with torch.no_grad():
+        retrained[0].bias[0] += 1e-3
+    message = record_explainer(tmp_path, explainer_record(cg.ExactShapley(retrained)))
+    assert "the parameters of the model (torch.nn.modules.container.Sequential) differ" in message
+    other = torch.nn.Sequential(torch.nn.Linear(D, 3))
+    message = record_explainer(tmp_path, explainer_record(cg.ExactShapley(model.forward)))
+    assert "model (forward_func) torch.nn.modules.container.Sequential vs torch" in message
+    assert message.split(" vs ")[1].startswith("torch.nn.modules.container.Sequential.forward")
+    message = record_explainer(tmp_path, explainer_record(cg.ExactShapley(other)))
+    assert "parameters of the model" in message  # same class, other weights
+
+
+def damage(path, how):
+    data = path.read_bytes()
+    path.write_bytes(b"" if how == "empty" else data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("how", ["empty", "truncated"])
+def test_read_explanations_refuses_a_damaged_shard_naming_the_file(tmp_path, how):
+    optional("pyarrow")
+    written_on_disk(tmp_path, make_model(), make_data()[0], target=1)
+    damage(shard_path(tmp_path, 2), how)
+    reason = "empty" if how == "empty" else "not readable Parquet"
+    with pytest.raises(ValueError, match=rf"shard-000002\.parquet' is damaged: {reason}"):
+        read_explanations(tmp_path)
+
+
+def test_verification_keeps_sound_shards_and_names_why_others_go(tmp_path):
+    optional("pyarrow")
+    from captum_graphshap.distributed.shards import ShardSettings, verify_shards, write_shard
+
+    model = make_model()
+    x, _ = make_data()
+    manifest, record = written_on_disk(tmp_path, model, x, target=1)
+    settings = ShardSettings(N, SHARD, BATCH, None)
+    run, explainer = manifest["fingerprint"], record["fingerprint"]
+    clean = read_explanations(tmp_path)
+    ids = list(range(N))
+    assert verify_shards(tmp_path, settings, ids, run, explainer) == ({0, 1, 2, 3}, {})
+
+    damage(shard_path(tmp_path, 0), "empty")
+    damage(shard_path(tmp_path, 1), "truncated")
+    stamp = {"run": "0" * 64, "explainer": explainer}  # another run's shard
+    write_shard(tmp_path, 2, ids[8:12], {"attributions": clean["attributions"][8:12]}, stamp)
+    stamp = {"run": run, "explainer": explainer}  # this run's, one row short
+    write_shard(tmp_path, 3, ids[12:13], {"attributions": clean["attributions"][12:13]}, stamp)
+    kept, damaged = verify_shards(tmp_path, settings, ids, run, explainer)
+    assert kept == set()
+    assert damaged[0] == "empty (0 bytes)"
+    assert damaged[1].startswith("not readable Parquet")
+    assert damaged[2].startswith("written by another run")
+    assert damaged[3] == "1 rows where the shard has 2"
+    assert sorted(tmp_path.glob("shard-*")) == []  # deleted, to be re-run
+
+    written_on_disk(tmp_path / "again", model, x, target=1)
+    kept, damaged = verify_shards(tmp_path / "again", settings, ids[::-1], run, explainer)
+    assert damaged == {s: "other ids than the examples of its positions" for s in range(4)}

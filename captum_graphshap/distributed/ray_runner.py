@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .fingerprint import explainer_record, run_manifest
 from .shards import (
     EXTRA_HINT,
     ShardSettings,
@@ -22,12 +25,21 @@ from .shards import (
     check_factory,
     check_manifest,
     check_positive,
-    completed_shards,
     dataset_length,
     example_at,
     explain_range,
+    read_explainer,
+    record_explainer,
+    remove_temporaries,
+    shard_path,
+    verify_shards,
+    write_json,
     write_shard,
 )
+
+#: Where an actor leaves the message of an explainer that differs from the stored one
+#: (Ray wraps an actor's exception in its own; the driver raises this message instead).
+_CONFLICT = "_explainer_conflict.json"
 
 #: ``attribute`` arguments that explain_dataset sets itself.
 _RESERVED = ("inputs", "generator")
@@ -59,6 +71,9 @@ class DatasetRun:
         num_actors: Ray actors used (0 when nothing was left to do).
         device: ``"cuda"`` or ``"cpu"``: where the actors ran the model.
         seconds: wall time of the Ray job.
+        rerun: shards whose file was on disk but damaged (empty, truncated,
+            unreadable, other rows or ids, another run's fingerprint): they
+            were deleted and explained again by this call, with a warning.
     """
 
     output_dir: Path
@@ -68,6 +83,7 @@ class DatasetRun:
     num_actors: int
     device: str
     seconds: float
+    rerun: tuple[int, ...] = ()
 
     @property
     def examples_per_second(self) -> float:
@@ -87,6 +103,7 @@ class _ShardWorker:
         attribute_kwargs: Mapping[str, Any],
         use_gpu: bool,
         threads: int,
+        run: str,
     ) -> None:
         self.device = torch.device("cuda" if use_gpu else "cpu")
         if not use_gpu:
@@ -94,8 +111,17 @@ class _ShardWorker:
         self.explainer = call_factory(explainer_factory, self.device)
         self.dataset, self.ids, self.directory = dataset, ids, Path(directory)
         self.settings, self.attribute_kwargs = settings, attribute_kwargs
+        # The explainer is known only here, where the factory ran: check it against the
+        # one that wrote the folder's shards (or store it, for the first actor).
+        record = explainer_record(self.explainer)
+        self.fingerprint = {"run": run, "explainer": record["fingerprint"]}
+        self.conflict = record_explainer(self.directory, record)
+        if self.conflict is not None:
+            write_json(self.directory / _CONFLICT, {"message": self.conflict})
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.conflict is not None:  # raised here, not in __init__: Ray restarts actors
+            raise ValueError(self.conflict)
         examples = []
         for shard in batch["shard"].tolist():
             start, stop = self.settings.bounds(shard)
@@ -108,7 +134,7 @@ class _ShardWorker:
                 self.attribute_kwargs,
                 self.device,
             )
-            write_shard(self.directory, shard, self.ids[start:stop], fields)
+            write_shard(self.directory, shard, self.ids[start:stop], fields, self.fingerprint)
             examples.append(stop - start)
         return {"shard": batch["shard"], "examples": np.asarray(examples)}
 
@@ -139,13 +165,40 @@ def explain_dataset(
     ``torch.device`` it should use, when the factory takes an argument),
     explains its shards in micro-batches of ``batch_size`` examples and
     writes each shard, with the examples' ids, to
-    ``output_dir/shard-NNNNNN.parquet`` (atomically: a shard file exists only
-    when complete). A rerun skips the shards already written, so an
-    interrupted job resumes and loses nothing; a failed actor is restarted
-    and its shard retried by Ray (``max_retries`` times). Results do not
+    ``output_dir/shard-NNNNNN.parquet`` (atomically: a temporary file, fsynced
+    and renamed, so a shard file exists only when complete). A rerun skips
+    the shards already written, so an interrupted job resumes and loses
+    nothing; a failed actor is restarted and its shard retried by Ray
+    (``max_retries`` times). Results do not
     depend on the number of actors: a micro-batch starting at position ``p``
     gets ``generator=torch.Generator().manual_seed(batch_seed(seed, p))``
     when ``seed`` is given, so a run is reproducible to the last bit.
+
+    **Resuming only the same run.** ``output_dir/_manifest.json`` fingerprints
+    the run: the settings (sizes, ``seed``), ``attribute_kwargs`` (canonical
+    JSON; tensors by dtype, shape and a hash of their bytes), the
+    captum_graphshap version, a hash of the ids and a hash of the data. A
+    call on a folder whose manifest differs raises a ValueError, before Ray
+    starts, that names what differs (``attribute_kwargs differ: target 3 vs
+    5``, ``the data differ``, ...) and the fix: another ``output_dir``, or
+    ``overwrite=True``. Hashing the data reads every example once in the
+    driver (one pass over the data at every call, streaming: one example in
+    memory at a time), so a dataset that loads examples lazily is read in
+    full before Ray starts. The explainer's class, options and model (its
+    class, and a hash of its parameters up to 256 MiB) are checked by the
+    actors, because only the factory knows them and calling it in the driver
+    would load the model there: the first actor stores the explainer's
+    record in ``output_dir/_explainer.json``, and an actor that builds a
+    different explainer fails the run, before writing anything, with a
+    ValueError that names the difference. When every shard is already on
+    disk no actor starts, so the explainer is not checked.
+
+    **Verified shards.** Each shard file carries the run's fingerprint in its
+    schema metadata. A rerun reads every shard file on disk in full (one
+    read of the results so far) and keeps it only if it is readable Parquet
+    with the shard's rows, ids and fingerprint; a damaged one (empty,
+    truncated, written by another run) is deleted and explained again, with
+    a warning naming the files, and :attr:`DatasetRun.rerun` lists them.
 
     Without a running Ray session this calls ``ray.init()`` (a local one on
     this machine); call ``ray.init(address=...)`` first to use a cluster. The
@@ -177,17 +230,21 @@ def explain_dataset(
         use_gpu: one GPU per actor; default True when the cluster has GPUs.
         cpus_per_actor: CPUs (and torch threads) per actor without GPUs.
         max_retries: restarts of a failed actor and retries of its shard.
-        overwrite: delete the shards of an earlier run in ``output_dir``
-            instead of resuming it.
+        overwrite: delete the shards (and the manifest) of an earlier run in
+            ``output_dir`` instead of resuming it.
         show_progress: show Ray Data's progress bars.
 
     Returns:
-        A :class:`DatasetRun` saying which shards were written or skipped.
+        A :class:`DatasetRun` saying which shards were written, skipped or
+        re-run.
 
     Raises:
         ImportError: Ray is not installed (install the ``[ray]`` extra).
-        ValueError: bad arguments, found before Ray starts; or ``output_dir``
-            holds a run made with other settings.
+        ValueError: bad arguments, found before Ray starts; ``output_dir``
+            holds another run (other settings, ``attribute_kwargs``, ids,
+            data or package version; an earlier version's manifest; shard
+            files without a manifest), found before Ray starts; or an actor's
+            explainer differs from the one that wrote the shards.
 
     Example (``tutorials/09_datasets_on_ray.ipynb`` runs it)::
 
@@ -229,13 +286,26 @@ def explain_dataset(
     ray = require_ray()
 
     settings = ShardSettings(n, shard_size, batch_size, seed)
+    manifest = run_manifest(settings, kwargs, ids, dataset)  # one pass over the data
     directory = Path(output_dir).resolve()
-    check_manifest(directory, settings, overwrite)
-    done = completed_shards(directory)
+    check_manifest(directory, manifest, overwrite)
+    remove_temporaries(directory)
+    (directory / _CONFLICT).unlink(missing_ok=True)
+    stored = read_explainer(directory)
+    explainer = str(stored.get("fingerprint")) if stored is not None else None
+    done, damaged = verify_shards(directory, settings, ids, manifest["fingerprint"], explainer)
+    if damaged:
+        found = "; ".join(f"{shard_path(directory, s).name}: {why}" for s, why in damaged.items())
+        warnings.warn(
+            f"output_dir {str(directory)!r} held damaged shard files, deleted and explained "
+            f"again: {found}.",
+            stacklevel=2,
+        )
+    rerun = tuple(shard for shard in sorted(damaged) if shard < settings.n_shards)
     pending = [s for s in range(settings.n_shards) if s not in done]
-    skipped = tuple(sorted(s for s in done if s < settings.n_shards))
+    skipped = tuple(sorted(done))
     if not pending:
-        return DatasetRun(directory, (), skipped, 0, 0, "cpu", 0.0)
+        return DatasetRun(directory, (), skipped, 0, 0, "cpu", 0.0, rerun)
 
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=show_progress)
@@ -255,21 +325,30 @@ def explain_dataset(
     shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
     started = time.perf_counter()
     quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
-    with quiet:
-        summary = _run(
-            shards,
-            explainer_factory,
-            dataset,
-            ids,
-            directory,
-            settings,
-            kwargs,
-            gpu,
-            cpus_per_actor,
-            num_actors,
-            max_retries,
-            ray,
-        )
+    try:
+        with quiet:
+            summary = _run(
+                shards,
+                explainer_factory,
+                dataset,
+                ids,
+                directory,
+                settings,
+                kwargs,
+                gpu,
+                cpus_per_actor,
+                num_actors,
+                max_retries,
+                manifest["fingerprint"],
+                ray,
+            )
+    except Exception:
+        conflict = directory / _CONFLICT
+        if conflict.exists():  # an actor built another explainer: say so plainly
+            message = json.loads(conflict.read_text())["message"]
+            conflict.unlink(missing_ok=True)
+            raise ValueError(message) from None
+        raise
     seconds = time.perf_counter() - started
     written = tuple(sorted(int(row["shard"]) for row in summary))
     return DatasetRun(
@@ -280,6 +359,7 @@ def explain_dataset(
         num_actors,
         "cuda" if gpu else "cpu",
         seconds,
+        rerun,
     )
 
 
@@ -307,6 +387,7 @@ def _run(
     cpus_per_actor: int,
     num_actors: int,
     max_retries: int,
+    run: str,
     ray: Any,
 ) -> list[dict[str, Any]]:
     """The Ray Data job: one shard per batch, an actor pool, results written by the actors."""
@@ -325,6 +406,7 @@ def _run(
             kwargs,
             gpu,
             cpus_per_actor,
+            run,
         ),
         # actor fault tolerance: a dead actor is restarted and its shard retried
         ray_remote_args_fn=functools.partial(

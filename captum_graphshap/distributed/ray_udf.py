@@ -39,6 +39,11 @@ class ExplainBatch:
     ``half_width``, ``n_evaluations``, ... when ``attribute_kwargs`` asks
     for them), one row per example, as NumPy arrays.
 
+    It writes nothing itself: the pipeline's own sink (``write_parquet``,
+    ...) does, so the manifest, the fingerprinted shards and the checks on
+    resuming of ``explain_dataset`` do not apply; a pipeline run again
+    starts from the beginning.
+
     Args:
         explainer_factory: ``factory(device) -> Attribution`` (or
             ``factory()``), called once per actor.

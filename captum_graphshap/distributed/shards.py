@@ -8,8 +8,18 @@ examples' ids. Inside a shard the explainer sees micro-batches of
 :func:`batch_seed` ``(seed, first position of the micro-batch)``. The result
 of every example therefore depends on the data, the explainer, ``seed``,
 ``shard_size`` and ``batch_size`` only: not on how many workers run, which
-one ran a shard, or in what order. A manifest (``_manifest.json``) records
-those settings so that a rerun resumes only a compatible run.
+one ran a shard, or in what order.
+
+A manifest (``_manifest.json``, :func:`check_manifest`) fingerprints the run
+(see :mod:`.fingerprint`): those settings, ``attribute_kwargs``, the package
+version, and hashes of the ids and of the data; the first actor stores the
+explainer's record next to it (``_explainer.json``, :func:`record_explainer`).
+A rerun resumes only the same run and names what differs otherwise. Every
+write is atomic (a temporary file, fsynced, renamed into place, the folder
+fsynced) and every shard carries the run's fingerprint in its schema
+metadata, so a rerun verifies the shards on disk (:func:`verify_shards`) and
+re-runs a damaged one instead of skipping it, and :func:`read_explanations`
+refuses one with the file's name.
 
 The functions here are what a worker runs; :mod:`.ray_runner` distributes
 them with Ray Data.
@@ -22,6 +32,7 @@ import json
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,9 +41,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .fingerprint import MANIFEST_FORMAT, canonical, explainer_differences, manifest_differences
+
 #: The extra that installs what this subpackage needs.
 EXTRA_HINT = 'pip install "captum-graphshap[ray]"'
 MANIFEST = "_manifest.json"
+#: The explainer's record, stored by the first actor (see :mod:`.fingerprint`).
+EXPLAINER = "_explainer.json"
+TEMPORARY_SUFFIX = ".tmp"
+#: Schema metadata keys of a shard: its fields' shapes and dtypes; its run's fingerprint.
+LAYOUT_KEY = b"captum_graphshap"
+RUN_KEY = b"captum_graphshap_run"
 SHARD_PATTERN = re.compile(r"^shard-(\d{6})\.parquet$")
 #: The keys an example given as a dict may have: ``attribute``'s per-example arguments.
 EXAMPLE_KEYS = ("inputs", "target", "baselines", "feature_mask")
@@ -225,44 +244,291 @@ def completed_shards(directory: Path) -> set[int]:
     return {int(match.group(1)) for match in found if match}
 
 
-def check_manifest(directory: Path, settings: ShardSettings, overwrite: bool) -> None:
-    """Write the manifest, or refuse to resume a run made with other settings."""
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows, or a filesystem that does not allow it
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _temporary(target: Path) -> Path:
+    return target.parent / f".{target.name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}"
+
+
+def _publish(temporary: Path, target: Path) -> None:
+    """fsync ``temporary``, rename it to ``target`` (atomic) and fsync the folder."""
+    with open(temporary, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    _fsync_directory(target.parent)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically (a temporary file renamed into place)."""
+    temporary = _temporary(path)
+    temporary.write_text(json.dumps(data, sort_keys=True, indent=1))
+    _publish(temporary, path)
+
+
+def _remove_run_files(directory: Path) -> None:
+    for shard in completed_shards(directory):
+        shard_path(directory, shard).unlink(missing_ok=True)
+    (directory / EXPLAINER).unlink(missing_ok=True)
+    remove_temporaries(directory)
+
+
+def remove_temporaries(directory: Path) -> None:
+    """Delete the temporary files of writes that never finished (a killed actor's)."""
+    if directory.is_dir():
+        for name in os.listdir(directory):
+            if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
+                (directory / name).unlink(missing_ok=True)
+
+
+def _refuse(directory: Path, what: str) -> ValueError:
+    return ValueError(
+        f"output_dir {str(directory)!r} holds another run than this call asks for: {what}. "
+        "Its shards would not answer the same question as this call's. Use another "
+        "output_dir, the same arguments as that run (to resume it), or overwrite=True "
+        "(to delete its shards and start afresh)."
+    )
+
+
+def check_manifest(directory: Path, manifest: Mapping[str, Any], overwrite: bool) -> None:
+    """Write the run's manifest, or refuse to resume a run that differs from it.
+
+    ``manifest`` is :func:`~.fingerprint.run_manifest`'s. An existing
+    manifest must be equal to it: otherwise a ValueError names what differs
+    (settings, ``attribute_kwargs`` argument by argument, the ids, the data,
+    the package version). A manifest of an earlier version (its sizes and
+    seed only) cannot tell, and is refused the same way. Shard files without
+    a manifest are refused too. ``overwrite`` deletes the run's files first.
+    """
     path = directory / MANIFEST
-    wanted = dataclasses.asdict(settings)
     if path.exists() and not overwrite:
-        found = json.loads(path.read_text())
-        if found != wanted:
-            raise ValueError(
-                f"output_dir {str(directory)!r} holds a run made with {found}, not {wanted}: "
-                "its shards would not fit this run. Use another output_dir, the same "
-                "settings (to resume), or overwrite=True (to delete them)."
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise _refuse(directory, f"its manifest {path.name} cannot be read ({error})") from None
+        if not isinstance(found, dict) or "fingerprint" not in found:
+            raise _refuse(
+                directory,
+                f"its manifest {path.name} was written by an earlier captum_graphshap and records "
+                f"only {found}, not the explainer's arguments, the ids or the data, so this "
+                "call cannot tell whether its shards fit",
             )
+        differences = manifest_differences(found, manifest)
+        if differences:
+            raise _refuse(directory, "; ".join(differences) + " (on disk vs this call)")
         return
     directory.mkdir(parents=True, exist_ok=True)
     if overwrite:
-        for shard in completed_shards(directory):
-            shard_path(directory, shard).unlink()
-    path.write_text(json.dumps(wanted))
+        _remove_run_files(directory)
+    elif completed_shards(directory):
+        raise _refuse(
+            directory,
+            f"shard files but no {MANIFEST}, so they cannot be matched to this run",
+        )
+    else:  # a leftover of a run whose manifest is gone: not this run's explainer
+        (directory / EXPLAINER).unlink(missing_ok=True)
+    write_json(path, dict(manifest))
 
 
-def write_shard(directory: Path, shard: int, ids: Sequence[Any], fields: Mapping[str, Tensor]):
-    """Write one shard atomically: a temporary file renamed into place."""
+def record_explainer(directory: Path, record: Mapping[str, Any]) -> str | None:
+    """Store the explainer's record, or compare it with the stored one.
+
+    The first actor to get here stores its record (a hard link of a complete
+    temporary file: exactly one actor wins, and no reader sees half a file).
+    Returns None when the records agree, else the message that names what
+    differs.
+    """
+    path = directory / EXPLAINER
+    if not path.exists():
+        temporary = _temporary(path)
+        temporary.write_text(json.dumps(dict(record), sort_keys=True, indent=1))
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another actor was first: compare with its record below
+        except OSError:  # no hard links here (some network filesystems): exclusive create
+            try:
+                with open(path, "x") as handle:
+                    handle.write(temporary.read_text())
+            except FileExistsError:
+                pass
+        finally:
+            temporary.unlink(missing_ok=True)
+        _fsync_directory(directory)
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        found = {}
+    differences = explainer_differences(found, record)
+    if not differences:
+        return None
+    return str(
+        _refuse(
+            directory,
+            "; ".join(differences) + f" (the explainer that wrote its shards, recorded in "
+            f"{EXPLAINER}, vs the one explainer_factory builds)",
+        )
+    )
+
+
+def read_explainer(directory: Path) -> dict[str, Any] | None:
+    """The stored explainer record, or None when no actor has stored one."""
+    path = directory / EXPLAINER
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _parquet_options() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Page checksums on write and on read, where pyarrow has them (14 and later)."""
+    import inspect
+
+    pq = require_pyarrow()
+    write = {"write_page_checksum": True}
+    read = {"page_checksum_verification": True}
+    if "write_page_checksum" not in inspect.signature(pq.write_table).parameters:
+        write = {}
+    if "page_checksum_verification" not in inspect.signature(pq.read_table).parameters:
+        read = {}
+    return write, read
+
+
+def write_shard(
+    directory: Path,
+    shard: int,
+    ids: Sequence[Any],
+    fields: Mapping[str, Tensor],
+    fingerprint: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write one shard atomically: a temporary file, fsynced, renamed into place.
+
+    ``fingerprint`` (``{"run": ..., "explainer": ...}``) goes into the file's
+    schema metadata with the shard number and its row count, so that a
+    resumed run and :func:`read_explanations` can tell the shard's run.
+    """
     pq = require_pyarrow()
     import pyarrow as pa
 
-    columns = {"id": pa.array(list(ids))}
+    columns = {"id": pa.array([canonical(i) for i in ids])}
     layout = {}
     for name, tensor in fields.items():
         flat = tensor.reshape(tensor.shape[0], -1).numpy()
         values = pa.array(flat.reshape(-1))
         columns[name] = pa.FixedSizeListArray.from_arrays(values, flat.shape[1])
         layout[name] = {"shape": list(tensor.shape[1:]), "dtype": str(flat.dtype)}
-    table = pa.table(columns).replace_schema_metadata({"captum_graphshap": json.dumps(layout)})
+    stamp = {**dict(fingerprint or {}), "shard": shard, "rows": len(ids)}
+    table = pa.table(columns).replace_schema_metadata(
+        {LAYOUT_KEY: json.dumps(layout), RUN_KEY: json.dumps(stamp, sort_keys=True)}
+    )
     target = shard_path(directory, shard)
-    temporary = directory / f".{target.name}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, temporary)
-    os.replace(temporary, target)
+    temporary = _temporary(target)
+    pq.write_table(table, temporary, **_parquet_options()[0])
+    _publish(temporary, target)
     return target
+
+
+def _load_shard(path: Path) -> tuple[Any, str | None]:
+    """``(table, None)``, or ``(None, why the file is damaged)``."""
+    pq = require_pyarrow()
+    import pyarrow as pa
+
+    try:
+        if path.stat().st_size == 0:
+            return None, "empty (0 bytes)"
+        table = pq.read_table(path, **_parquet_options()[1])
+    except (pa.ArrowException, OSError) as error:
+        return None, f"not readable Parquet ({error})"
+    metadata = table.schema.metadata or {}
+    if LAYOUT_KEY not in metadata or "id" not in table.column_names:
+        return None, "not a captum_graphshap shard (no id column or field layout)"
+    return table, None
+
+
+def _stamp(table: Any) -> dict[str, Any]:
+    try:
+        stamp = json.loads(table.schema.metadata[RUN_KEY])
+    except (KeyError, ValueError):
+        return {}
+    return stamp if isinstance(stamp, dict) else {}
+
+
+def shard_problem(
+    directory: Path,
+    shard: int,
+    settings: ShardSettings,
+    ids: Sequence[Any] | None,
+    run: str,
+    explainer: str | None,
+) -> str | None:
+    """Why shard ``shard``'s file cannot be kept for this run, or None when it can.
+
+    The file must be readable Parquet (every page, with its checksum where
+    pyarrow writes them), hold the rows of the shard's bounds with the
+    expected ids, and carry this run's fingerprint (and the stored
+    explainer's, when one is stored).
+    """
+    table, damage = _load_shard(shard_path(directory, shard))
+    if table is None:
+        return damage
+    if shard >= settings.n_shards:
+        return f"beyond the run's {settings.n_shards} shards"
+    start, stop = settings.bounds(shard)
+    stamp = _stamp(table)
+    if not stamp:
+        return "without a run fingerprint (another version or program wrote it)"
+    if stamp.get("run") != run:
+        return f"written by another run (fingerprint {str(stamp.get('run'))[:12]}...)"
+    if explainer is not None and stamp.get("explainer") != explainer:
+        return "written by another explainer than the one stored in " + EXPLAINER
+    if stamp.get("shard") != shard:
+        return f"shard {stamp.get('shard')}'s file under another name"
+    if table.num_rows != stop - start:
+        return f"{table.num_rows} rows where the shard has {stop - start}"
+    expected = None if ids is None else [canonical(i) for i in ids[start:stop]]
+    if expected is not None and table.column("id").to_pylist() != expected:
+        return "other ids than the examples of its positions"
+    return None
+
+
+def verify_shards(
+    directory: Path,
+    settings: ShardSettings,
+    ids: Sequence[Any],
+    run: str,
+    explainer: str | None,
+) -> tuple[set[int], dict[int, str]]:
+    """The shard files that can be kept, and the others with the reason (these are deleted).
+
+    Reads every shard file in full, once per call: resuming costs one read
+    of the results written so far.
+    """
+    kept: set[int] = set()
+    damaged: dict[int, str] = {}
+    for shard in sorted(completed_shards(directory)):
+        problem = shard_problem(directory, shard, settings, ids, run, explainer)
+        if problem is None:
+            kept.add(shard)
+        else:
+            damaged[shard] = problem
+            shard_path(directory, shard).unlink(missing_ok=True)
+    return kept, damaged
 
 
 def read_explanations(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -270,6 +536,12 @@ def read_explanations(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
     Integer ids come back as an int64 tensor, others as a list; each stored
     field as a tensor ``(n, *shape)`` of its stored dtype.
+
+    A damaged shard file (empty, truncated, not Parquet, or written by
+    another run than the folder's manifest records) raises a ValueError that
+    names the file; rerunning :func:`explain_dataset` with the same
+    arguments re-runs it. A run with shards still missing is read with a
+    warning that names them.
 
     Example:
         >>> import tempfile, torch
@@ -280,13 +552,50 @@ def read_explanations(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
         >>> read_explanations(folder)["attributions"].shape
         torch.Size([2, 3])
     """
-    pq = require_pyarrow()
     directory = Path(output_dir)
     shards = sorted(completed_shards(directory))
     if not shards:
         raise ValueError(f"output_dir {str(directory)!r} holds no shard-*.parquet files.")
-    tables = [pq.read_table(shard_path(directory, shard)) for shard in shards]
-    layout = json.loads(tables[0].schema.metadata[b"captum_graphshap"])
+    manifest = _read_manifest(directory)
+    settings = ShardSettings(**manifest["settings"]) if manifest is not None else None
+    fix = "rerun explain_dataset with the same arguments: it re-runs damaged shards"
+    tables = []
+    for shard in shards:
+        path = shard_path(directory, shard)
+        table, damage = _load_shard(path)
+        if table is None:
+            raise ValueError(f"shard file {str(path)!r} is damaged: {damage}; {fix}.")
+        if manifest is not None and settings is not None:
+            if shard >= settings.n_shards or _stamp(table).get("run") != manifest["fingerprint"]:
+                raise ValueError(
+                    f"shard file {str(path)!r} was not written by the run that {MANIFEST} "
+                    f"records; {fix} (overwrite=True starts afresh)."
+                )
+            start, stop = settings.bounds(shard)
+            if table.num_rows != stop - start:
+                raise ValueError(
+                    f"shard file {str(path)!r} holds {table.num_rows} rows where its shard has "
+                    f"{stop - start}; {fix}."
+                )
+        tables.append(table)
+    layout_text = tables[0].schema.metadata[LAYOUT_KEY]
+    for shard, table in zip(shards, tables):
+        if table.schema.metadata[LAYOUT_KEY] != layout_text:
+            raise ValueError(
+                f"shard file {str(shard_path(directory, shard))!r} stores other fields than "
+                f"{str(shard_path(directory, shards[0]))!r}: the folder mixes runs. Rerun "
+                "explain_dataset with overwrite=True."
+            )
+    layout = json.loads(layout_text)
+    if settings is not None:
+        missing = sorted(set(range(settings.n_shards)) - set(shards))
+        if missing:
+            warnings.warn(
+                f"the run in {str(directory)!r} is incomplete: shards {missing} are missing, so "
+                "their examples are not in the result; rerun explain_dataset with the same "
+                "arguments to finish it.",
+                stacklevel=2,
+            )
     ids = [value for table in tables for value in table.column("id").to_pylist()]
     out: dict[str, Any] = {"id": torch.tensor(ids) if all(isinstance(i, int) for i in ids) else ids}
     for name, spec in layout.items():
@@ -297,6 +606,17 @@ def read_explanations(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
         flat = np.concatenate(arrays)
         out[name] = torch.from_numpy(flat.reshape(len(ids), *spec["shape"]).copy())
     return out
+
+
+def _read_manifest(directory: Path) -> dict[str, Any] | None:
+    """The folder's manifest when it is one of this format, else None."""
+    try:
+        found = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(found, dict) and found.get("format") == MANIFEST_FORMAT:
+        return found
+    return None
 
 
 def check_factory(factory: Any) -> None:
