@@ -39,6 +39,20 @@ class Explanation(tuple[Any, ...], Generic[InputsT]):
 
     The attributes below are those an extra may have; only the fields asked
     for exist on a result (another raises ``AttributeError``).
+
+    Example:
+        >>> import torch
+        >>> from captum_graphshap import ExactShapley, Explanation
+        >>> model = lambda x: x.sum(dim=1)
+        >>> result = ExactShapley(model).attribute(torch.ones(2, 3), return_evaluations=True)
+        >>> isinstance(result, Explanation), result._fields
+        (True, ('attributions', 'n_evaluations'))
+        >>> phi, count = result
+        >>> phi
+        tensor([[1., 1., 1.],
+                [1., 1., 1.]])
+        >>> count  # every coalition of the 3 features, once
+        tensor([8, 8])
     """
 
     __slots__ = ()
