@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from captum_graphshap import ExactShapley, LShapley
-from captum_graphshap.attr.base import reachable_modules
+from captum_graphshap.attr.guards import reachable_modules
 
 D = 4
 

@@ -7,6 +7,7 @@ from .exact_shapley import ExactShapley
 from .l_shapley import LShapley
 from .myerson_value import MyersonValue
 from .paired_kernel_shap import PairedKernelShap
+from .result import Explanation
 from .shapley_residuals import ShapleyResiduals
 from .shapley_sampling import ShapleySampling
 from .shear import Shear
@@ -16,6 +17,7 @@ __all__ = [
     "BivariateShapley",
     "CShapley",
     "ExactShapley",
+    "Explanation",
     "LShapley",
     "MyersonValue",
     "PairedKernelShap",

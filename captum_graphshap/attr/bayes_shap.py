@@ -47,14 +47,14 @@ class BayesShapOptions(Options):
             stopping reason, widest interval, perturbations still needed).
     """
 
-    n_samples: Any = None
-    budget: Any = None
-    generator: Any = None
+    n_samples: int | None = None
+    budget: int | None = None
+    generator: torch.Generator | None = None
     return_uncertainty: bool = False
     confidence: float = 0.95
     focused: bool = False
-    target_width: Any = None
-    max_samples: Any = None
+    target_width: float | None = None
+    max_samples: int | None = None
     return_report: bool = False
 
     def __post_init__(self) -> None:

@@ -26,7 +26,7 @@ from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ._options import check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget, samples_within
-from .graph_family import check_order, evaluate_plans, resolve_graphs
+from .graph_family import GraphArgument, check_order, evaluate_plans, resolve_graphs
 
 METHODS = ("exact", "sampling", "kernel")
 
@@ -60,12 +60,12 @@ class BivariateOptions(Options):
             variant.
     """
 
-    n_samples: Any = None
-    budget: Any = None
-    graph: Any = None
+    n_samples: int | None = None
+    budget: int | None = None
+    graph: GraphArgument = None
     method: str = "exact"
-    generator: Any = None
-    k: Any = None
+    generator: torch.Generator | None = None
+    k: int | None = None
     return_shapley: bool = False
 
     def __post_init__(self) -> None:

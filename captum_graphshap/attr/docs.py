@@ -1,13 +1,19 @@
-"""Argument documentation, written once and composed into every ``attribute`` docstring.
+"""What ``help()``, IDEs and type hints show of each class's ``attribute``.
 
-Captum's arguments mean what they mean in Captum, for every class; each class
-adds its ``Options`` (documented in the dataclass's docstring, ``Args:``
-style) and a sentence on what it returns.
+The argument documentation is written once and composed into every
+``attribute`` docstring: Captum's arguments mean what they mean in Captum, for
+every class; each class adds its ``Options`` (documented in the dataclass's
+docstring, ``Args:`` style) and a sentence on what it returns. The full
+signature, every option with its default and type, is published on the class
+(:func:`publish_signature`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
+import typing
 from typing import Any
 
 #: Captum's arguments, in Google style, one entry per name.
@@ -122,3 +128,74 @@ def _args_section(text: str | None) -> dict[str, str]:
         elif not line.startswith(" "):
             break
     return entries
+
+
+def publish_signature(cls: Any) -> None:
+    """Give ``cls.attribute`` the full signature: Captum's arguments and the options.
+
+    ``cls`` is a ``GameAttribution`` subclass that defines no ``attribute``.
+    ``help()``, IDEs and :func:`inspect.signature` then show every keyword
+    option with its default and type, and :func:`typing.get_type_hints` the
+    types of every argument and of the result, although the base class takes
+    the options as ``**options``.
+    """
+    if "attribute" in cls.__dict__:
+        return
+    base = next(
+        klass.__dict__["attribute"]
+        for klass in cls.__mro__
+        if "attribute" in klass.__dict__
+        and not getattr(klass.__dict__["attribute"], "_published", False)
+    )
+    signature = inspect.signature(base)
+    hints = _resolved_hints(base)
+    head = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.kind is not p.VAR_KEYWORD
+    ]
+    present = {p.name for p in head}
+    option_hints = _resolved_hints(cls.Options)
+    options = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=option_hints.get(f.name, f.type),
+        )
+        for f in dataclasses.fields(cls.Options)
+        if f.name not in present
+    ]
+    returns = hints.get("return", signature.return_annotation)
+
+    @functools.wraps(base)
+    def bound(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return base(self, *args, **kwargs)
+
+    parameters = [*head, *options]
+    bound.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=returns
+    )
+    # a dict of its own: functools.wraps shares the base's
+    bound.__annotations__ = {
+        **{p.name: p.annotation for p in parameters if p.annotation is not p.empty},
+        "return": returns,
+    }
+    bound.__doc__ = attribute_doc(cls, [p.name for p in head[1:]])
+    bound.__qualname__ = f"{cls.__qualname__}.attribute"
+    bound._published = True  # type: ignore[attr-defined]
+    cls.attribute = bound
+
+
+def _resolved_hints(obj: Any) -> dict[str, Any]:
+    """``typing.get_type_hints(obj)``; empty where a name does not resolve (raw ones kept).
+
+    Resolved here, as the class is created, so that the published signature
+    holds types rather than strings of another module's names; an annotation
+    naming what its module imports only for type checkers stays a string (a
+    test asks every class's hints to resolve).
+    """
+    try:
+        return typing.get_type_hints(obj)
+    except NameError:
+        return {}

@@ -8,7 +8,7 @@ Bivariate Shapley's graph-local variant is chosen by ``k``, not by ``graph``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -20,6 +20,9 @@ from ..graphs import FeatureGraph, default_feature_mask, infer_graph
 from ..uncertainty.intervals import check_confidence, interval_over_references
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .budget import check_graph_budget, graph_plans_within
+
+#: the ``graph`` option: one graph, or one per example; None infers it from the inputs
+GraphArgument = FeatureGraph | Sequence[FeatureGraph] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +48,7 @@ class GraphOptions(Options):
             connected sets of the largest size ``<= max(k, 1)`` that fits.
     """
 
-    graph: Any = None
+    graph: GraphArgument = None
     return_uncertainty: bool = False
     confidence: float = 0.95
     budget: int | None = None

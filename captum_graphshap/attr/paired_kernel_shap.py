@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
 
 import captum.attr as captum_attr
 import torch
@@ -56,9 +55,9 @@ class PairedKernelShapOptions(Options):
             is exact.
     """
 
-    n_samples: Any = None
-    budget: Any = None
-    generator: Any = None
+    n_samples: int | None = None
+    budget: int | None = None
+    generator: torch.Generator | None = None
     estimator: str = "auto"
 
     def __post_init__(self) -> None:

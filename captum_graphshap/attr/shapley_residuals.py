@@ -23,7 +23,7 @@ from ..uncertainty.residuals import (
     residual_vectors,
 )
 from .base import GameAttribution, Options, Outcome
-from .graph_family import check_order, evaluate_plans, resolve_graphs
+from .graph_family import GraphArgument, check_order, evaluate_plans, resolve_graphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +47,8 @@ class ResidualOptions(Options):
     """
 
     return_residuals: bool = False
-    graph: Any = None
-    k: Any = None
+    graph: GraphArgument = None
+    k: int | None = None
     context: str = "baseline"
 
     def __post_init__(self) -> None:
@@ -127,6 +127,7 @@ def _with_residuals(norms: Tensor, edges: Any, games: Any, **more: Any) -> Outco
 
 
 def _local(game: CoalitionGame, options: ResidualOptions, show_progress: bool) -> Outcome:
+    assert options.k is not None  # local residuals: explain() checked
     graphs = resolve_graphs(options.graph, game)
     k = int(options.k)
     if not isinstance(graphs, FeatureGraph) and options.return_residuals:

@@ -89,16 +89,16 @@ class ShapleySamplingOptions(Options):
             sample the residual game and add the surrogate's Shapley value).
     """
 
-    n_samples: Any = None
-    budget: Any = None
+    n_samples: int | None = None
+    budget: int | None = None
     antithetic: bool = True
-    generator: Any = None
+    generator: torch.Generator | None = None
     return_uncertainty: bool = False
     confidence: float = 0.95
     interval: str = "t"
-    control_variate: Any = None
-    control_point: Any = 0.5
-    control_coefficient: Any = "optimal"
+    control_variate: str | None = None
+    control_point: float = 0.5
+    control_coefficient: float | str = "optimal"
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -64,9 +64,9 @@ class ShearOptions(Options):
             derivatives per example (included in ``n_evaluations``).
     """
 
-    n_samples: Any = None
-    budget: Any = None
-    generator: Any = None
+    n_samples: int | None = None
+    budget: int | None = None
+    generator: torch.Generator | None = None
     antithetic: bool = True
     cross_contribution: str = "auto"
     estimator: str = "regression"

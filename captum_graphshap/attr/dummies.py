@@ -1,0 +1,110 @@
+"""Dummy features: ids a feature mask leaves unused are explained as exact zeros.
+
+An id that occurs nowhere in an example is a dummy feature: its attribution is
+0 and it changes nothing else. Estimators that are not exact for dummies
+(regressions, residual norms, the bivariate matrix) would give it noise or let
+it change the others, so such ids are dropped before planning and the
+outcome is widened back afterwards, zeros in their place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..engine.coalition_game import CoalitionGame
+from .result import Outcome
+
+#: extras indexed by feature along their second axis, besides ``Outcome.per_feature``
+FEATURE_EXTRAS = ("shapley",)
+
+
+def explain_present_features(
+    game: CoalitionGame, explain: Callable[[CoalitionGame], Outcome], exact_for_dummies: bool
+) -> Outcome:
+    """Explain each group of examples over the feature ids its masks use.
+
+    Examples whose masks use different ids (per-image superpixels) are
+    explained in groups, one game per distinct set of ids, unless the
+    estimator is ``exact_for_dummies``. Ids unused by every example are
+    dropped for every class: no evaluation is spent on them.
+    """
+    if game.features.numbers_every_id():
+        return explain(game)
+    present = game.features.present()
+    groups, which = torch.unique(present, dim=0, return_inverse=True)
+    if groups.shape[0] == 1 and bool(groups.all()):
+        return explain(game)
+    if groups.shape[0] > 1 and exact_for_dummies:
+        return explain(game)
+    parts: list[tuple[Tensor | None, Tensor, Outcome]] = []
+    for group, used in enumerate(groups):
+        examples = None if groups.shape[0] == 1 else (which == group).nonzero()[:, 0]
+        ids = used.nonzero()[:, 0]
+        sub = game.restricted(examples, ids)
+        outcome = explain(sub)
+        rows = slice(None) if examples is None else examples
+        game.evaluations[rows] += sub.evaluations
+        parts.append((examples, ids, outcome))
+    return merge_outcomes(parts, game.batch_size, game.num_features)
+
+
+def merge_outcomes(
+    parts: list[tuple[Tensor | None, Tensor, Outcome]], batch: int, d: int
+) -> Outcome:
+    """Outcomes over renumbered features (and groups of examples) back to ``d`` features."""
+    first = parts[0][2]
+    matrix_axes = 1 if first.packed else 2
+    if len(parts) == 1:
+        _, ids, outcome = parts[0]
+        extras = {
+            name: _widen_extra(name, value, outcome, ids, d)
+            for name, value in outcome.extras.items()
+        }
+        attributions = _widen(outcome.attributions, ids, d, matrix_axes)
+        return Outcome(attributions, extras, outcome.per_feature, outcome.packed)
+    merged: Tensor | None = None
+    merged_extras: dict[str, Any] = {}
+    for examples, ids, outcome in parts:
+        part = _widen(outcome.attributions, ids, d, matrix_axes)
+        if merged is None:
+            merged = part.new_zeros((batch, *part.shape[1:]))
+        merged[examples] = part
+        for name, value in outcome.extras.items():
+            if not isinstance(value, Tensor):
+                # e.g. a report: one per group of examples, with the examples' indices
+                merged_extras.setdefault(name, []).append((examples, value))
+                continue
+            wide = _widen_extra(name, value, outcome, ids, d)
+            if name not in merged_extras:
+                merged_extras[name] = wide.new_zeros((batch, *wide.shape[1:]))
+            merged_extras[name][examples] = wide
+    assert merged is not None
+    return Outcome(merged, merged_extras, first.per_feature, first.packed)
+
+
+def _widen(values: Tensor, ids: Tensor, d: int, axes: int) -> Tensor:
+    """Values over features ``ids`` (axis 1, and 2 for a matrix) to all ``d``, zeros elsewhere."""
+    shape = list(values.shape)
+    for axis in range(1, 1 + axes):
+        shape[axis] = d
+    out = values.new_zeros(shape)
+    if axes == 1:
+        out[:, ids] = values
+    else:
+        out[:, ids[:, None], ids[None, :]] = values
+    return out
+
+
+def _widen_extra(name: str, value: Any, outcome: Outcome, ids: Tensor, d: int) -> Any:
+    if name in outcome.per_feature or name in FEATURE_EXTRAS:
+        return _widen(value, ids, d, 1)
+    if isinstance(value, Tensor) and value.dim() > 1:
+        raise ValueError(
+            f"{name} cannot be returned when feature_mask leaves ids unused; renumber the "
+            "mask's ids 0, 1, 2, ... without gaps."
+        )
+    return value
