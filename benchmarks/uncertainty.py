@@ -3,7 +3,7 @@
 Prints, in one run:
 
 1. **Coverage and mean half-width against the budget** of the 95% intervals
-   of ShapleySampling (normal and bootstrap) and BayesShap (plain and
+   of ShapleySampling (plain t, moderated t and bootstrap) and BayesShap (plain and
    focused), with ExactShapley as the truth, on an MLP trained in seconds on
    scikit-learn's breast-cancer data, its 30 columns grouped into 10
    features (the mean, standard error and worst value of each measurement).
@@ -86,8 +86,20 @@ def coverage_table(
     rows = []
     for budget in budgets:
         contenders = {
-            # the default: antithetic pairs and a t interval over the pairs (an even count)
+            # antithetic pairs (the default) and the plain t interval over the pairs
             "ShapleySampling t": lambda g, b=budget: ShapleySampling(model).attribute(
+                x,
+                baseline,
+                1,
+                None,
+                mask,
+                max(4, b // d - (b // d) % 2),
+                generator=g,
+                return_uncertainty=True,
+                interval="t",
+            ),
+            # the default interval: the moderated t (benchmarks/sampling_coverage.py)
+            "ShapleySampling moderated": lambda g, b=budget: ShapleySampling(model).attribute(
                 x,
                 baseline,
                 1,

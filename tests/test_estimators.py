@@ -357,7 +357,7 @@ def test_t_interval_is_the_textbook_formula():
     model = TableGame(table)
     x = torch.ones(1, d, dtype=torch.float64)
     _, half = ShapleySampling(model).attribute(
-        x, n_samples=n, generator=seeded(5), return_uncertainty=True, confidence=0.9
+        x, n_samples=n, generator=seeded(5), return_uncertainty=True, confidence=0.9, interval="t"
     )
     _, normal = ShapleySampling(model).attribute(
         x,

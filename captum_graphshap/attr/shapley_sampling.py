@@ -25,13 +25,13 @@ from ..plans.sampling import (
     permutation_ranks,
     random_indices,
 )
-from ..uncertainty.intervals import check_confidence
+from ..uncertainty.intervals import check_confidence, moderated_half_width
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
 from .control_variate import check_control_options, taylor_control
 
-INTERVALS: tuple[str, ...] = ("t", "normal", "bootstrap")
+INTERVALS: tuple[str, ...] = ("moderated", "t", "normal", "bootstrap")
 
 #: Captum's default number of orderings
 DEFAULT_ORDERINGS = 25
@@ -63,11 +63,23 @@ class ShapleySamplingOptions(Options):
         return_uncertainty: also return ``half_width``, the interval
             half-widths.
         confidence: the interval's confidence level, in (0, 1).
-        interval: ``"t"`` (default: ``t_{K-1} * SSD / sqrt(K)`` over the
-            ``K`` independent samples, orderings or antithetic pairs),
+        interval: over the ``K`` independent samples (orderings, or
+            antithetic pairs): ``"moderated"`` (default) the wider of the
+            ``"t"`` interval and a moderated ``t`` whose per-feature variance
+            is shrunk toward a prior fitted across the features
+            (:func:`~captum_graphshap.uncertainty.moderated_half_width`);
+            a 95% interval covers at least 0.93 from 16 orderings on every
+            model measured (a trained one included), and from the fewest
+            orderings allowed (4 antithetic or 2 independent) on random MLPs
+            with ``d >= 8``; below 16 orderings a model with skewed
+            contributions still under-covers (docs/guide/uncertainty.md has
+            the table); ``"t"`` (``t_{K-1} * SSD / sqrt(K)``, the plain
+            Student interval, which covers 0.68-0.93 at the fewest
+            orderings: a feature's few samples often coincide, leaving a
+            zero-width interval);
             ``"normal"`` (the same with the normal ``z``, which under-covers
-            at few samples) or ``"bootstrap"`` (percentile interval of 1000
-            resampled means, halved).
+            more) or ``"bootstrap"`` (percentile interval of 1000 resampled
+            means, halved).
         references: a background set ``(B, ...)`` replacing ``baselines``:
             each ordering takes one reference drawn uniformly, so the estimate
             and its interval cover both the orderings and the references.
@@ -95,7 +107,7 @@ class ShapleySamplingOptions(Options):
     generator: torch.Generator | None = None
     return_uncertainty: bool = False
     confidence: float = 0.95
-    interval: str = "t"
+    interval: str = "moderated"
     control_variate: str | None = None
     control_point: float = 0.5
     control_coefficient: float | str = "optimal"
@@ -222,9 +234,13 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if not options.return_uncertainty:
             return Outcome(contributions.mean(dim=1))
         samples = pair_antithetic(contributions) if options.antithetic else contributions
-        mean, half_width = mean_and_half_width(
-            samples, options.confidence, options.interval, generator
-        )
+        if options.interval == "moderated":
+            mean = samples.mean(dim=1)
+            half_width = moderated_half_width(samples, options.confidence)
+        else:
+            mean, half_width = mean_and_half_width(
+                samples, options.confidence, options.interval, generator
+            )
         return Outcome(mean, {"half_width": half_width}, per_feature=("half_width",))
 
     @staticmethod

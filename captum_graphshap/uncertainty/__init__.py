@@ -10,6 +10,8 @@ from .bayes import BayesPosterior, BayesShapReport, fit_posterior, run_bayes_sha
 from .intervals import (
     check_confidence,
     interval_over_references,
+    moderated_half_width,
+    moderated_variance,
     normal_quantile,
     student_t_quantile,
 )
@@ -30,6 +32,8 @@ __all__ = [
     "hypercube_edges",
     "inessential_games",
     "interval_over_references",
+    "moderated_half_width",
+    "moderated_variance",
     "neighbourhood_games_plan",
     "normal_quantile",
     "residual_norms",

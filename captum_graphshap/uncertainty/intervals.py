@@ -1,8 +1,10 @@
 """Interval arithmetic shared by the uncertainty measures.
 
 Confidence levels, normal and Student-t quantiles (torch has no Student-t
-inverse CDF and SciPy is not a dependency), and the interval over the
-references of a background set for estimators that are linear in the game.
+inverse CDF and SciPy is not a dependency), the moderated interval over
+i.i.d. samples of every feature (:func:`moderated_half_width`, the default of
+``ShapleySampling``), and the interval over the references of a background
+set for estimators that are linear in the game.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import numbers
 from statistics import NormalDist
 
+import torch
 from torch import Tensor
 
 
@@ -100,6 +103,64 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
         if abs(d * c - 1.0) < 1e-15:
             break
     return h
+
+
+def moderated_variance(samples: Tensor) -> Tensor:
+    """Each feature's variance shrunk toward a prior fitted across the features.
+
+    Empirical Bayes on the variances (the moderated variance of limma, Smyth
+    2004, with a prior that follows a covariate as in limma-trend): feature
+    ``i``'s ``K`` samples have sample variance ``s_i^2`` (``K - 1`` degrees of
+    freedom) and mean square ``m_i = mean_k y_ki^2``. The prior guesses
+    ``sigma_i^2 ~ c m_i``, one ratio ``c = sum_i s_i^2 / sum_i m_i`` shared by
+    the features, worth as many degrees of freedom as the data (``K - 1``), so
+    the posterior variance is the average ``(c m_i + s_i^2) / 2`` with
+    ``2 (K - 1)`` degrees of freedom. The mean square does not vanish when a
+    feature's few samples happen to coincide (a permutation sample is one of
+    ``2^(d-1)`` values, so at ``K = 2`` they often do), which is where the
+    plain sample variance is zero and its interval misses.
+
+    Args:
+        samples: ``(N, K, d)``: ``K >= 2`` i.i.d. samples of each of ``d``
+            features for ``N`` examples; the prior is fitted per example.
+
+    Returns:
+        ``(N, d)``: the moderated variances.
+    """
+    variance = samples.var(dim=1, correction=1)
+    mean_square = samples.square().mean(dim=1)
+    total = mean_square.sum(dim=1, keepdim=True)
+    # every sample 0: the feature is exact, and so is the prior (ratio 0, not 0/0)
+    ratio = variance.sum(dim=1, keepdim=True) / torch.where(total > 0, total, 1.0)
+    return (ratio * mean_square + variance) / 2
+
+
+def moderated_half_width(samples: Tensor, confidence: float) -> Tensor:
+    """Half-widths ``(N, d)`` of the moderated interval over ``(N, K, d)`` samples.
+
+    The wider of the plain Student-t interval, ``t_{K-1} s_i / sqrt(K)``, and
+    the moderated one, ``t_{2(K-1)} s~_i / sqrt(K)`` with ``s~_i^2`` from
+    :func:`moderated_variance`: the interval is the union of the two, so it
+    covers whenever either does. The plain ``t`` misses when a feature's
+    samples coincide by chance (zero spread, a zero-width interval); the
+    moderated one can miss a feature whose spread the across-feature prior
+    underrates; each mostly covers where the other misses. Measured
+    (``benchmarks/sampling_coverage.py``), a 95% interval covers 0.95-0.98
+    from ``K = 2`` samples on random MLPs with ``d >= 8`` features, where the
+    plain ``t`` covers 0.87-0.93, and at least 0.93 from 16 orderings on a
+    trained MLP whose contributions are skewed (0.76-0.90 below that: no
+    interval from a few samples sees the rare large values they missed).
+    """
+    count = samples.shape[1]
+    if count < 2:
+        raise ValueError(
+            f"an interval needs at least 2 independent samples, got {count}; sample more "
+            "orderings (n_samples)."
+        )
+    work = samples if samples.dtype in (torch.float32, torch.float64) else samples.float()
+    plain = student_t_quantile(confidence, count - 1) * work.std(dim=1, correction=1)
+    moderated = student_t_quantile(confidence, 2 * (count - 1)) * moderated_variance(work).sqrt()
+    return (torch.maximum(plain, moderated) / math.sqrt(count)).to(samples.dtype)
 
 
 def interval_over_references(per_reference: Tensor, confidence: float) -> tuple[Tensor, Tensor]:
