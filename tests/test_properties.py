@@ -49,7 +49,7 @@ class Case:
 
 KERNEL = {
     name: Case("PairedKernelShap", (("estimator", name),))
-    for name in ("kernel", "stratified", "cubic", "regression_mc")
+    for name in ("auto", "kernel", "stratified", "cubic", "regression_mc")
 }
 SHEAR = {
     name: Case("Shear", (("estimator", name),), efficient=name != "paper", derivatives=True)

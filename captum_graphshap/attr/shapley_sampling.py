@@ -17,6 +17,7 @@ from ..plans.control_variates import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
+    filled_orderings,
     mean_and_half_width,
     pair_antithetic,
     permutation_contributions,
@@ -51,9 +52,13 @@ class ShapleySamplingOptions(Options):
             antithetic pairs plus one independent ordering (the estimate is
             the mean over all ``n``, still unbiased); an interval needs an
             even count then.
-        budget: model evaluations per example instead of ``n_samples``: the
-            most orderings with ``2 + (d - 1) M <= budget`` (``(d + 1) M``
-            with ``references``, whose rows differ per ordering).
+        budget: model evaluations per example instead of ``n_samples``:
+            orderings are added while their distinct prefixes (the empty and
+            full coalitions, and the first and last few members many
+            orderings share) number at most ``budget``; at least the ``M``
+            with ``2 + (d - 1) M <= budget``, which is the count with
+            ``references`` (``(d + 1) M``, rows differ per ordering) and
+            ``control_variate`` (whose cross-fitting wants a fixed count).
         antithetic: pair each ordering with its reverse (default True, as in
             :class:`Shear`): exact for games of order two, and never less
             accurate than independent orderings in our benchmarks.
@@ -190,9 +195,18 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if options.control_variate is not None:
             surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
-        ranks = permutation_ranks(
-            game.batch_size, d, count, options.antithetic, generator, game.device
-        )
+        if options.budget is not None and _fills_budget(options, d):
+            paired = options.antithetic and options.return_uncertainty
+            shared = filled_orderings(
+                d, options.budget, options.antithetic, generator, game.device,
+                minimum=count, even=paired,
+            )  # fmt: skip
+            ranks = shared.expand(game.batch_size, -1, -1)
+            count = ranks.shape[1]
+        else:
+            ranks = permutation_ranks(
+                game.batch_size, d, count, options.antithetic, generator, game.device
+            )
         plan = permutation_plan(ranks, options.antithetic)
         reference_index = None
         if options.references is not None:
@@ -246,6 +260,18 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         )
         paired = options.antithetic and options.return_uncertainty
         return count - count % 2 if paired else count
+
+
+def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
+    """Whether ``budget=`` adds orderings while their distinct prefixes fit
+    (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
+
+    Not with ``references`` (an ordering's rows carry its own reference, so
+    orderings share few) nor with ``control_variate``, whose cross-fitted
+    coefficient is unbiased for independent halves of the orderings: a count
+    chosen from how all of them overlap would tie the halves together.
+    """
+    return d >= 2 and options.references is None and options.control_variate is None
 
 
 def _sampled_references(

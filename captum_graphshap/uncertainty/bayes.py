@@ -272,6 +272,12 @@ class BayesShapRounds:
         target_width: keep sampling, in rounds sized by
             :func:`perturbations_needed`, until every half-width of an
             example is at most this, or it has ``max_samples`` coalitions.
+        fill: the first round's ``n_samples`` (or its focused share) count
+            distinct coalitions, not draws (``budget=``): draws go on until
+            that many are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`),
+            each pair weighted and counted as often as it was drawn, so the
+            posterior is the one of those i.i.d. draws; once every pair has
+            come up, the rest of the draws are added as multiplicities (free).
     """
 
     def __init__(
@@ -286,7 +292,9 @@ class BayesShapRounds:
         target_width: float | None = None,
         max_samples: int | None = None,
         generator: torch.Generator | None = None,
+        fill: bool = False,
     ) -> None:
+        self.fill = fill
         self.v_empty, self.d, self.n_samples = v_empty, d, n_samples
         self.delta = v_full - v_empty
         self.confidence, self.focused = confidence, focused
@@ -307,7 +315,8 @@ class BayesShapRounds:
         batch = self.examples.shape[0]
         if self.stage == "first":
             self.stage = "focus" if self.focused else "width"
-            return self._plan(self.examples, torch.full((batch,), self.first), focused=False)
+            first = torch.full((batch,), self.first)
+            return self._plan(self.examples, first, focused=False, fill=self.fill)
         if self.stage == "focus":
             remaining = self.n_samples - self.first
             rounds = min(FOCUS_ROUNDS, remaining)
@@ -331,7 +340,7 @@ class BayesShapRounds:
         self.stage = "done"
         return None
 
-    def _plan(self, examples: Tensor, counts: Tensor, focused: bool) -> Plan:
+    def _plan(self, examples: Tensor, counts: Tensor, focused: bool, fill: bool = False) -> Plan:
         """``counts`` coalitions per example, rounded down to pairs (at least one).
 
         The draws are shared by the examples (each takes a prefix of one
@@ -352,6 +361,11 @@ class BayesShapRounds:
         if focused and self.posterior is not None:
             drawn = _focused_design(self.posterior, examples, pairs, d, self.generator).to(device)
             valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
+        elif fill:
+            shared, multiplicity = filled_draws(d, pairs, self.generator, device, dtype)
+            drawn = shared.expand(len(examples), *shared.shape)
+            draws = multiplicity.expand(len(examples), -1)
+            valid = draws > 0
         elif pairs >= enumerable_pairs(d):
             canonical, probability = canonical_pairs(d, device)
             drawn = canonical.expand(len(examples), *canonical.shape)
@@ -457,6 +471,33 @@ def enumerable_pairs(d: int) -> int | float:
     are few enough to enumerate (:data:`MAX_ENUMERATED_PAIRS`); infinity otherwise."""
     count = 2 ** (d - 1) - 1 if d <= 30 else math.inf
     return count if count <= MAX_ENUMERATED_PAIRS else math.inf
+
+
+def filled_draws(
+    d: int, pairs: int, generator: torch.Generator | None, device: torch.device, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """``(P, d)`` distinct pairs of ``pairs`` or more i.i.d. kernel draws and ``(P,)`` counts.
+
+    Draws until ``pairs`` are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`);
+    when that exhausts every pair in fewer than ``pairs`` draws, the rest are
+    drawn as multiplicities (:func:`pair_multiplicities`): they need no
+    further evaluation.
+    """
+    from ..plans.sampling import filled_kernel_pairs
+
+    found, counts = filled_kernel_pairs(d, pairs, generator, device)
+    left = pairs - int(counts.sum())
+    if left <= 0 or found.shape[0] < enumerable_pairs(d):
+        return found, counts.to(dtype)
+    canonical, probability = canonical_pairs(d, device)
+    extra = pair_multiplicities(
+        torch.tensor([left], device=device), probability.to(torch.float64), generator
+    )[0]
+    bits = torch.ones(d, dtype=torch.long, device=device) << torch.arange(d, device=device)
+    found_codes = (found.long() * bits).sum(dim=1)
+    order = torch.argsort(found_codes)
+    at = torch.searchsorted(found_codes[order], (canonical.long() * bits).sum(dim=1))
+    return canonical, (counts[order][at] + extra).to(dtype)
 
 
 def canonical_pairs(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
