@@ -14,14 +14,10 @@ linear model: the spend depends on the draws only, not on the model.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from captum_graphshap import BayesShap, PairedKernelShap, ShapleySampling  # noqa: E402
+from captum_graphshap import BayesShap, PairedKernelShap, ShapleySampling
 
 CONTENDERS = (
     ("PairedKernelShap auto", PairedKernelShap, {"estimator": "auto"}),
@@ -65,7 +61,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    header = ["method", "d"] + args.budgets
+    header = ["method", "d", *args.budgets]
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join(["---"] * 2 + ["---:"] * len(args.budgets)) + " |")
     for name, cls, options in CONTENDERS:
@@ -82,7 +78,7 @@ def main() -> None:
                 if low < mean - 1e-9:
                     cell += f" ({low:.3f})"
                 cells.append(cell)
-            print("| " + " | ".join([name, str(d)] + cells) + " |")
+            print("| " + " | ".join([name, str(d), *cells]) + " |")
 
 
 if __name__ == "__main__":

@@ -478,8 +478,9 @@ def filled_draws(
 ) -> tuple[Tensor, Tensor]:
     """``(P, d)`` distinct pairs of ``pairs`` or more i.i.d. kernel draws and ``(P,)`` counts.
 
-    Draws until ``pairs`` are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`);
-    when that exhausts every pair in fewer than ``pairs`` draws, the rest are
+    Draws until ``pairs`` are distinct
+    (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`); when that
+    exhausts every pair in fewer than ``pairs`` draws, the rest are
     drawn as multiplicities (:func:`pair_multiplicities`): they need no
     further evaluation.
     """
