@@ -541,6 +541,17 @@ MAX_FILL_DRAWS = 2**20
 FILL_ORDERINGS_FACTOR = 16
 
 
+def distinct_ids(coalitions: Tensor | PrefixCoalitions) -> Tensor:
+    """``(M,)`` an id per coalition, equal exactly when the coalitions are (the engine's keys)."""
+    from ..engine.plan import coalition_keys
+
+    store = DenseCoalitions(coalitions) if isinstance(coalitions, Tensor) else coalitions
+    keys = coalition_keys(store)
+    if keys.shape[1] == 1:  # bit codes: a flat sort, far faster than rows'
+        return torch.unique(keys[:, 0], return_inverse=True)[1]
+    return torch.unique(keys, dim=0, return_inverse=True)[1]
+
+
 def filled_kernel_pairs(
     num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
 ) -> tuple[Tensor, Tensor]:
@@ -567,8 +578,7 @@ def filled_kernel_pairs(
         chunk = min(max(2 * need, drawn // 2, 64), MAX_FILL_DRAWS - drawn)
         rows = sample_kernel_coalitions((chunk,), d, generator)
         rows = torch.where(rows[:, :1], rows, ~rows)  # one member of each pair: feature 0's
-        merged = torch.cat([found, rows]).to(torch.uint8)
-        _, inverse = torch.unique(merged, dim=0, return_inverse=True)
+        inverse = distinct_ids(torch.cat([found, rows]))
         known, ids = inverse[: found.shape[0]], inverse[found.shape[0] :]
         ids_count = int(inverse.max()) + 1
         position = torch.arange(chunk, device=source)
@@ -619,13 +629,12 @@ def filled_orderings(
     leaves as it is; so, given the count, each ordering is still uniform and
     the mean marginal contribution stays unbiased.
     """
-    from ..engine.plan import PrefixCoalitions, coalition_keys
     from .limits import MAX_COALITIONS
 
     d = num_features
     worst = max(minimum, (rows - min(2, d + 1)) // max(1, d - 1))
     most = max(minimum, min(FILL_ORDERINGS_FACTOR * max(worst, 1), MAX_COALITIONS // (d + 1)))
-    pool = min(most, 2 * worst + 2)
+    pool = min(most, worst + worst // 4 + 4)
     forward = torch.zeros(0, d, dtype=torch.long, device=device)
     while True:  # a pool of orderings, doubled until its prefixes overflow ``rows``
         wanted = (pool + 1) // 2 if antithetic else pool
@@ -635,8 +644,7 @@ def filled_orderings(
             stream = torch.stack([forward, d - 1 - forward], dim=1).reshape(-1, d)[:pool]
         else:
             stream = forward
-        keys = coalition_keys(PrefixCoalitions(stream))
-        _, inverse = torch.unique(keys, dim=0, return_inverse=True)
+        inverse = distinct_ids(PrefixCoalitions(stream))
         position = torch.arange(inverse.shape[0], device=inverse.device)
         first = torch.full((int(inverse.max()) + 1,), inverse.shape[0], device=inverse.device)
         first = first.scatter_reduce(0, inverse, position, "amin")
