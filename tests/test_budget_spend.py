@@ -108,9 +108,7 @@ def test_weighting_distinct_pairs_by_their_counts_is_the_fit_on_the_draws():
     bits = 1 << torch.arange(d)
     both = torch.cat([found, ~found])
     values = table[(both.long() * bits).sum(1)][None]
-    weighted = kernel_shapley(
-        both, values, table[:1], table[-1:], torch.cat([counts, counts])
-    )
+    weighted = kernel_shapley(both, values, table[:1], table[-1:], torch.cat([counts, counts]))
     repeated = both.repeat_interleave(torch.cat([counts, counts]).long(), dim=0)
     draws = kernel_shapley(
         repeated, table[(repeated.long() * bits).sum(1)][None], table[:1], table[-1:]
@@ -151,4 +149,3 @@ def test_filled_orderings_take_the_largest_count_that_fits():
     torch.testing.assert_close(ranks[half:], d - 1 - ranks[:half])
     codes = (prefix_coalitions(ranks).long() << torch.arange(d)).sum(-1)
     assert torch.unique(codes).numel() <= rows
-
