@@ -17,7 +17,7 @@ from ..plans.control_variates import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
-    filled_orderings,
+    filled_orderings_and_references,
     mean_and_half_width,
     pair_antithetic,
     permutation_contributions,
@@ -56,9 +56,10 @@ class ShapleySamplingOptions(Options):
             orderings are added while their distinct prefixes (the empty and
             full coalitions, and the first and last few members many
             orderings share) number at most ``budget``; at least the ``M``
-            with ``2 + (d - 1) M <= budget``, which is the count with
-            ``references`` (``(d + 1) M``, rows differ per ordering) and
-            ``control_variate`` (whose cross-fitting wants a fixed count).
+            with ``2 + (d - 1) M <= budget`` (``(d + 1) M`` with
+            ``references``, where a row is a prefix with its reference),
+            which is the count with ``control_variate`` (whose cross-fitting
+            wants a fixed count).
         antithetic: pair each ordering with its reverse (default True, as in
             :class:`Shear`): exact for games of order two, and never less
             accurate than independent orderings in our benchmarks.
@@ -195,22 +196,27 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if options.control_variate is not None:
             surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
+        reference_index = None
         if options.budget is not None and _fills_budget(options, d):
             paired = options.antithetic and options.return_uncertainty
-            shared = filled_orderings(
+            shared, references = filled_orderings_and_references(
                 d, options.budget, options.antithetic, generator, game.device,
                 minimum=count, even=paired,
+                references=game.num_references if options.references is not None else 0,
             )  # fmt: skip
             ranks = shared.expand(game.batch_size, -1, -1)
             count = ranks.shape[1]
+            if references is not None:
+                reference_index = (
+                    references.expand(game.batch_size, -1).repeat_interleave(d + 1, dim=1)
+                ).reshape(-1)
         else:
             ranks = permutation_ranks(
                 game.batch_size, d, count, options.antithetic, generator, game.device
             )
+            if options.references is not None:
+                reference_index = _sampled_references(game, ranks, options.antithetic, generator)
         plan = permutation_plan(ranks, options.antithetic)
-        reference_index = None
-        if options.references is not None:
-            reference_index = _sampled_references(game, ranks, options.antithetic, generator)
         values = game.evaluate_rows(
             plan.example_index,  # type: ignore[arg-type]
             plan.coalitions,
@@ -266,12 +272,12 @@ def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
     """Whether ``budget=`` adds orderings while their distinct prefixes fit
     (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
 
-    Not with ``references`` (an ordering's rows carry its own reference, so
-    orderings share few) nor with ``control_variate``, whose cross-fitted
-    coefficient is unbiased for independent halves of the orderings: a count
-    chosen from how all of them overlap would tie the halves together.
+    With ``references`` a row is a prefix and its reference. Not with
+    ``control_variate``, whose cross-fitted coefficient is unbiased for
+    independent halves of the orderings: a count chosen from how all of them
+    overlap would tie the halves together.
     """
-    return d >= 2 and options.references is None and options.control_variate is None
+    return d >= 2 and options.control_variate is None
 
 
 def _sampled_references(

@@ -629,27 +629,65 @@ def filled_orderings(
     leaves as it is; so, given the count, each ordering is still uniform and
     the mean marginal contribution stays unbiased.
     """
+    ranks, _ = filled_orderings_and_references(
+        num_features, rows, antithetic, generator, device, minimum=minimum, even=even
+    )
+    return ranks
+
+
+def filled_orderings_and_references(
+    num_features: int,
+    rows: int,
+    antithetic: bool,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    minimum: int = 1,
+    even: bool = False,
+    references: int = 0,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`filled_orderings`, each ordering with a reference out of ``references`` (if any).
+
+    With ``references`` each ordering draws one uniformly (an antithetic pair
+    shares it) and a row is a prefix with its reference, so orderings
+    share rows only where they share the reference too; the worst case is
+    ``d + 1`` rows an ordering. Relabelling the references, like the
+    features, leaves the coincidences as they are, so given the count each
+    ordering and its reference are still uniform. Returns ``(M, d)`` ranks
+    and ``(M,)`` reference ids (None without ``references``).
+    """
     from .limits import MAX_COALITIONS
 
     d = num_features
-    worst = max(minimum, (rows - min(2, d + 1)) // max(1, d - 1))
+    if references:
+        worst = max(minimum, rows // (d + 1))
+    else:
+        worst = max(minimum, (rows - min(2, d + 1)) // max(1, d - 1))
     most = max(minimum, min(FILL_ORDERINGS_FACTOR * max(worst, 1), MAX_COALITIONS // (d + 1)))
     pool = min(most, worst + worst // 4 + 4)
     forward = torch.zeros(0, d, dtype=torch.long, device=device)
+    drawn_references = torch.zeros(0, dtype=torch.long, device=device)
     while True:  # a pool of orderings, doubled until its prefixes overflow ``rows``
         wanted = (pool + 1) // 2 if antithetic else pool
         more = permutation_ranks(1, d, wanted - forward.shape[0], False, generator, device)[0]
         forward = torch.cat([forward, more])
+        if references:
+            picks = random_indices(references, (more.shape[0],), generator, device)
+            drawn_references = torch.cat([drawn_references, picks])
         if antithetic:  # the stream f1, r1, f2, r2, ...: a prefix is pairs and maybe one more
             stream = torch.stack([forward, d - 1 - forward], dim=1).reshape(-1, d)[:pool]
+            labels = drawn_references.repeat_interleave(2)[:pool]
         else:
-            stream = forward
+            stream, labels = forward, drawn_references
         inverse = distinct_ids(PrefixCoalitions(stream))
+        if references:  # a row is a prefix and its reference
+            keys = inverse * references + labels.repeat_interleave(d + 1)
+            inverse = torch.unique(keys, return_inverse=True)[1]
         position = torch.arange(inverse.shape[0], device=inverse.device)
         first = torch.full((int(inverse.max()) + 1,), inverse.shape[0], device=inverse.device)
         first = first.scatter_reduce(0, inverse, position, "amin")
         new = (first[inverse] == position).view(pool, d + 1).sum(dim=1)
-        distinct = new.cumsum(0)  # distinct prefixes of the first m + 1 orderings
+        distinct = new.cumsum(0)  # distinct rows of the first m + 1 orderings
         if int(distinct[-1]) > rows or pool >= most:
             break
         pool = min(most, 2 * pool)
@@ -659,7 +697,12 @@ def filled_orderings(
         fits &= counts % 2 == 0
     count = int(counts[fits].max()) if bool(fits.any()) else minimum
     chosen = stream[:count]
+    chosen_labels = labels[:count] if references else None
     if not antithetic:
-        return chosen
+        return chosen, chosen_labels
     pairs = count // 2
-    return torch.cat([chosen[0 : 2 * pairs : 2], chosen[1 : 2 * pairs : 2], chosen[2 * pairs :]])
+
+    def layout(x: Tensor) -> Tensor:  # permutation_ranks': the firsts, their reverses, the odd one
+        return torch.cat([x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2], x[2 * pairs :]])
+
+    return layout(chosen), None if chosen_labels is None else layout(chosen_labels)
