@@ -40,6 +40,7 @@ SPENDERS = [
     (cg.ShapleySampling, {"antithetic": False}),
     (cg.ShapleySampling, {"return_uncertainty": True}),
     (cg.ShapleySampling, {"references": torch.zeros(3, 14, dtype=torch.float64)}),
+    (cg.ShapleySampling, {"control_variate": "taylor", "control_coefficient": 1.0}),
 ]
 
 

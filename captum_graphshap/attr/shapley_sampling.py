@@ -58,8 +58,9 @@ class ShapleySamplingOptions(Options):
             orderings share) number at most ``budget``; at least the ``M``
             with ``2 + (d - 1) M <= budget`` (``(d + 1) M`` with
             ``references``, where a row is a prefix with its reference),
-            which is the count with ``control_variate`` (whose cross-fitting
-            wants a fixed count).
+            which is the count with ``control_variate`` and the
+            ``"optimal"`` coefficient (whose cross-fitting wants a fixed
+            count).
         antithetic: pair each ordering with its reverse (default True, as in
             :class:`Shear`): exact for games of order two, and never less
             accurate than independent orderings in our benchmarks.
@@ -199,8 +200,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         reference_index = None
         if options.budget is not None and _fills_budget(options, d):
             paired = options.antithetic and options.return_uncertainty
+            rows = options.budget - (control_cost(d) if surrogate is not None else 0)
             shared, references = filled_orderings_and_references(
-                d, options.budget, options.antithetic, generator, game.device,
+                d, rows, options.antithetic, generator, game.device,
                 minimum=count, even=paired,
                 references=game.num_references if options.references is not None else 0,
             )  # fmt: skip
@@ -273,11 +275,13 @@ def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
     (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
 
     With ``references`` a row is a prefix and its reference. Not with
-    ``control_variate``, whose cross-fitted coefficient is unbiased for
-    independent halves of the orderings: a count chosen from how all of them
-    overlap would tie the halves together.
+    ``control_variate`` and ``control_coefficient="optimal"``, whose
+    cross-fitted coefficient is unbiased for independent halves of the
+    orderings: a count chosen from how all of them overlap would tie the
+    halves together (a fixed coefficient is a plain mean, unbiased as it is).
     """
-    return d >= 2 and options.control_variate is None
+    optimal = options.control_variate is not None and options.control_coefficient == "optimal"
+    return d >= 2 and not optimal
 
 
 def _sampled_references(
