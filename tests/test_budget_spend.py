@@ -192,3 +192,21 @@ def test_sampled_references_with_a_budget_are_batch_invariant():
     for i in range(3):
         alone, _ = explain(cg.ShapleySampling, model, x[i : i + 1], seed=15, **options)
         torch.testing.assert_close(alone[0], batch[i], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["kernel", "sampling"])
+def test_bivariate_shapley_spends_the_budget_too(method):
+    d, budget = 14, 1024
+    model = torch.nn.Linear(d, 1).double()
+    x = torch.randn(2, d, dtype=torch.float64, generator=seeded(16))
+    _, phi, evaluations = cg.BivariateShapley(model).attribute(
+        x,
+        target=0,
+        method=method,
+        budget=budget,
+        generator=seeded(17),
+        return_shapley=True,
+        return_evaluations=True,
+    )
+    assert 0.95 * budget <= int(evaluations.min()) and int(evaluations.max()) <= budget
+    torch.testing.assert_close(phi, model.weight[0].detach() * x, rtol=1e-6, atol=1e-6)

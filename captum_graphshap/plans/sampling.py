@@ -553,14 +553,18 @@ def distinct_ids(coalitions: Tensor | PrefixCoalitions) -> Tensor:
 
 
 def filled_kernel_pairs(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    max_draws: int = MAX_FILL_DRAWS,
 ) -> tuple[Tensor, Tensor]:
     """Draw kernel pairs i.i.d. until ``pairs`` of them are distinct: the distinct ones and counts.
 
     Each draw is :func:`sample_kernel_coalitions`' (a size from the Shapley
     kernel, then a uniform subset) with its complement; drawing stops at the
     draw that makes ``pairs`` distinct complementary pairs (or after
-    :data:`MAX_FILL_DRAWS` draws, or once every pair there is has come up).
+    ``max_draws`` draws, or once every pair there is has come up).
     Returns ``(P, d)`` bool, one coalition of each distinct pair in the order
     first drawn, and ``(P,)`` float64 how often each was drawn: a fit
     weighting each pair by its count is exactly the fit on the i.i.d. draws
@@ -573,9 +577,9 @@ def filled_kernel_pairs(
     found = torch.zeros(0, d, dtype=torch.bool, device=source)
     counts = torch.zeros(0, dtype=torch.float64, device=source)
     drawn = 0
-    while found.shape[0] < target and drawn < MAX_FILL_DRAWS:
+    while found.shape[0] < target and drawn < max_draws:
         need = target - found.shape[0]
-        chunk = min(max(2 * need, drawn // 2, 64), MAX_FILL_DRAWS - drawn)
+        chunk = min(max(2 * need, drawn // 2, 64), max_draws - drawn)
         rows = sample_kernel_coalitions((chunk,), d, generator)
         rows = torch.where(rows[:, :1], rows, ~rows)  # one member of each pair: feature 0's
         inverse = distinct_ids(torch.cat([found, rows]))
