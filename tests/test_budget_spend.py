@@ -36,6 +36,7 @@ SPENDERS = [
     ],
     (cg.BayesShap, {}),
     (cg.BayesShap, {"return_uncertainty": True}),
+    (cg.BayesShap, {"focused": True}),
     (cg.ShapleySampling, {}),
     (cg.ShapleySampling, {"antithetic": False}),
     (cg.ShapleySampling, {"return_uncertainty": True}),

@@ -277,7 +277,9 @@ class BayesShapRounds:
             that many are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`),
             each pair weighted and counted as often as it was drawn, so the
             posterior is the one of those i.i.d. draws; once every pair has
-            come up, the rest of the draws are added as multiplicities (free).
+            come up, the rest of the draws are added as multiplicities (free);
+            the focused rounds likewise pick on until their pairs are
+            distinct (:func:`_filled_focused_design`).
     """
 
     def __init__(
@@ -324,7 +326,8 @@ class BayesShapRounds:
                 index = self.focus_round
                 self.focus_round += 1
                 size = remaining // rounds + (1 if index < remaining % rounds else 0)
-                return self._plan(self.examples, torch.full((batch,), size), focused=True)
+                sizes = torch.full((batch,), size)
+                return self._plan(self.examples, sizes, focused=True, fill=self.fill)
             self.stage = "width"
         if self.stage == "width" and self.target_width is not None:
             assert self.posterior is not None
@@ -358,7 +361,13 @@ class BayesShapRounds:
         pair_counts = torch.clamp(counts.to(device) // 2, min=1)
         pairs = int(pair_counts.max())
         draws: Tensor | None = None
-        if focused and self.posterior is not None:
+        if focused and self.posterior is not None and fill:
+            drawn, draws = _filled_focused_design(
+                self.posterior, examples, pairs, d, self.generator
+            )
+            drawn, draws = drawn.to(device), draws.to(device=device, dtype=dtype)
+            valid = draws > 0
+        elif focused and self.posterior is not None:
             drawn = _focused_design(self.posterior, examples, pairs, d, self.generator).to(device)
             valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
         elif fill:
@@ -548,8 +557,26 @@ def _focused_design(
     width: int,
     d: int,
     generator: torch.Generator | None,
+    picks_count: int | None = None,
 ) -> Tensor:
-    """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2)."""
+    """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2).
+
+    ``picks_count``: draw that many picks (not ``width``) from the
+    ``width``-sized candidate pool.
+    """
+    candidates, chosen = _focused_picks(posterior, examples, width, d, generator, picks_count)
+    return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
+
+
+def _focused_picks(
+    posterior: BayesPosterior,
+    examples: Tensor,
+    width: int,
+    d: int,
+    generator: torch.Generator | None,
+    picks_count: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The candidates ``(A, C, d)`` of a focused round and the picks ``(A, picks)`` among them."""
     from ..plans.sampling import sample_kernel_coalitions
 
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
@@ -563,10 +590,65 @@ def _focused_design(
     logits = spread / (FOCUS_TEMPERATURE * spread.mean(dim=1, keepdim=True).clamp(min=1e-300))
     cumulative = torch.softmax(logits, dim=1).cumsum(dim=1)
     source = generator.device if generator is not None else candidates.device
-    picks = torch.rand(1, width, generator=generator, device=source, dtype=cumulative.dtype)
+    count = width if picks_count is None else picks_count
+    picks = torch.rand(1, count, generator=generator, device=source, dtype=cumulative.dtype)
     picks = picks.to(cumulative.device) * cumulative[:, -1:]
     chosen = torch.searchsorted(cumulative, picks).clamp(max=candidates_count - 1)
-    return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
+    return candidates, chosen
+
+
+#: a filled focused round draws at most this many picks per pair it needs
+FOCUS_FILL_PICKS_PER_PAIR = 8
+
+
+def _filled_focused_design(
+    posterior: BayesPosterior,
+    examples: Tensor,
+    width: int,
+    d: int,
+    generator: torch.Generator | None,
+) -> tuple[Tensor, Tensor]:
+    """A focused round of ``width`` distinct pairs: ``(A, width, d)`` and draws ``(A, width)``.
+
+    The picks of :func:`_focused_design` go on (up to
+    :data:`FOCUS_FILL_PICKS_PER_PAIR` ``width``, shared uniforms) until an
+    example has ``width`` distinct pairs, or the candidates run out; each
+    pair is counted as often as it was picked (0: padding).
+    """
+    from ..plans.sampling import distinct_ids
+
+    candidates, chosen = _focused_picks(
+        posterior, examples, width, d, generator, FOCUS_FILL_PICKS_PER_PAIR * width
+    )
+    batch, picks = chosen.shape
+    pool = candidates[0]
+    canonical = torch.where(pool[:, :1], pool, ~pool)  # a pair and its complement are one
+    pair_id = distinct_ids(canonical)[chosen]  # (A, picks)
+    ids = int(pair_id.max()) + 1
+    position = torch.arange(picks, device=chosen.device).expand(batch, -1)
+    flat = pair_id + ids * torch.arange(batch, device=chosen.device)[:, None]
+    first = torch.full((batch * ids,), picks, dtype=torch.long, device=chosen.device)
+    first = first.scatter_reduce(0, flat.reshape(-1), position.reshape(-1), "amin")
+    new = first[flat] == position  # (A, picks): the pick brings a new pair
+    # stop at the pick that brings the width-th new pair (all picks when it never comes)
+    enough = new.cumsum(dim=1) >= width
+    stop = torch.where(enough.any(dim=1), enough.to(torch.long).argmax(dim=1), picks - 1)
+    kept = position <= stop[:, None]
+    slot = (new.cumsum(dim=1) - 1).clamp(min=0)  # a new pair's rank among the example's
+    draws = torch.zeros(batch, width, dtype=torch.float64, device=chosen.device)
+    slot_of_id = torch.full((batch * ids,), -1, dtype=torch.long, device=chosen.device)
+    firsts = new & kept
+    slot_of_id[flat[firsts]] = slot[firsts]
+    target = slot_of_id[flat[kept]]
+    draws.view(-1).index_add_(
+        0,
+        target + width * torch.arange(batch, device=chosen.device)[:, None].expand(-1, picks)[kept],
+        torch.ones_like(target, dtype=torch.float64),
+    )
+    rows = torch.zeros(batch, width, d, dtype=torch.bool, device=chosen.device)
+    example = torch.arange(batch, device=chosen.device)[:, None].expand(-1, picks)
+    rows[example[firsts], slot[firsts]] = canonical[chosen[firsts]]
+    return rows, draws
 
 
 def _single_feature(delta: Tensor) -> BayesPosterior:
