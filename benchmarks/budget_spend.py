@@ -17,7 +17,7 @@ import argparse
 
 import torch
 
-from captum_graphshap import BayesShap, PairedKernelShap, ShapleySampling
+from captum_graphshap import BayesShap, BivariateShapley, PairedKernelShap, ShapleySampling
 
 CONTENDERS = (
     ("PairedKernelShap auto", PairedKernelShap, {"estimator": "auto"}),
@@ -28,6 +28,20 @@ CONTENDERS = (
     ("BayesShap", BayesShap, {}),
     ("ShapleySampling antithetic", ShapleySampling, {"antithetic": True}),
     ("ShapleySampling independent", ShapleySampling, {"antithetic": False}),
+    ("BayesShap focused", BayesShap, {"focused": True}),
+    ("ShapleySampling 5 references", ShapleySampling, {"references": 5}),
+    (
+        "ShapleySampling Taylor control, coefficient 1",
+        ShapleySampling,
+        {"antithetic": False, "control_variate": "taylor", "control_coefficient": 1.0},
+    ),
+    (
+        "ShapleySampling Taylor control, optimal",
+        ShapleySampling,
+        {"antithetic": False, "control_variate": "taylor"},
+    ),
+    ("BivariateShapley kernel", BivariateShapley, {"method": "kernel"}),
+    ("BivariateShapley sampling", BivariateShapley, {"method": "sampling"}),
 )
 
 
@@ -37,6 +51,8 @@ def spend(cls: type, options: dict, d: int, budget: int, batch: int, seed: int) 
     model = torch.nn.Linear(d, 1).double()
     inputs = torch.randn(batch, d, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed)
+    if "references" in options:  # a count: that many random references
+        options = {**options, "references": torch.randn(options["references"], d).double()}
     try:
         result = cls(model).attribute(
             inputs,

@@ -41,7 +41,7 @@ from .sampling import filled_kernel_pairs, filled_orderings, kernel_coalitions, 
 
 #: ``budget=`` with ``method="kernel"``: at most this many i.i.d. draws per distinct
 #: pair while filling (the fit runs on the draws, repeats included)
-FILL_DRAWS_PER_PAIR = 8
+FILL_DRAWS_PER_PAIR = 32
 
 #: Default permutations of ``method="sampling"`` (each costs ``d - 1`` rows).
 #: Captum's ShapleyValueSampling uses 25; a bivariate entry averages over the

@@ -598,7 +598,7 @@ def _focused_picks(
 
 
 #: a filled focused round draws at most this many picks per pair it needs
-FOCUS_FILL_PICKS_PER_PAIR = 8
+FOCUS_FILL_PICKS_PER_PAIR = 32
 
 
 def _filled_focused_design(
