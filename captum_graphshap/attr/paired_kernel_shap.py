@@ -195,7 +195,7 @@ def auto_plan(
     orderings); otherwise no plan here and ``"cubic"``.
     """
     evaluations = count + 2
-    if d <= 20 and 2**d <= evaluations:
+    if 2**d <= evaluations:  # evaluations are at most MAX_COALITIONS: d is small
         every = DenseCoalitions(all_coalitions(d, device))
         return Plan(every, shapley_from_all_coalitions, distinct=True), "exact"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions

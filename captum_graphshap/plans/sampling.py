@@ -392,7 +392,7 @@ def filled_kernel_plan(
     d = num_features
     endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
     endpoints[1] = True
-    if d <= 20 and pairs >= 2 ** (d - 1) - 1:
+    if pairs >= 2 ** (d - 1) - 1:  # pairs are at most MAX_COALITIONS: d is small
         sampled, weights = every_kernel_pair(d, device)
     else:
         sampled, weights = filled_kernel_pairs(d, pairs, generator, device)
