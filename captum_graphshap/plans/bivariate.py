@@ -37,7 +37,13 @@ from ..graphs import FeatureGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, shapley_weights
-from .sampling import filled_kernel_pairs, filled_orderings, kernel_coalitions, permutation_ranks
+from .sampling import (
+    MAX_FILL_DRAWS,
+    filled_kernel_pairs,
+    filled_orderings,
+    kernel_coalitions,
+    permutation_ranks,
+)
 
 #: ``budget=`` with ``method="kernel"``: at most this many i.i.d. draws per distinct
 #: pair while filling (the fit runs on the draws, repeats included)
@@ -428,13 +434,13 @@ def bivariate_kernel_plan(
     With ``fill`` the ``n_samples`` are distinct coalitions (``budget=``):
     pairs are drawn i.i.d. until ``n_samples / 2`` are distinct
     (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`, at most
-    :data:`FILL_DRAWS_PER_PAIR` draws a pair) and the fit runs on the draws,
-    repeats included; the engine evaluates each distinct one once.
+    :data:`FILL_DRAWS_PER_PAIR` draws a pair and ``MAX_FILL_DRAWS`` in all)
+    and the fit runs on the draws, repeats included; the engine evaluates
+    each distinct one once.
     """
     if fill and d >= 2:
-        found, counts = filled_kernel_pairs(
-            d, n_samples // 2, generator, device, FILL_DRAWS_PER_PAIR * max(1, n_samples // 2)
-        )
+        most = min(FILL_DRAWS_PER_PAIR * max(1, n_samples // 2), MAX_FILL_DRAWS)
+        found, counts = filled_kernel_pairs(d, n_samples // 2, generator, device, most)
         drawn = found.repeat_interleave(counts.long(), dim=0)
         sampled = torch.stack([drawn, ~drawn], dim=1).reshape(-1, d)
     else:

@@ -692,7 +692,9 @@ def filled_orderings_and_references(
         first = first.scatter_reduce(0, inverse, position, "amin")
         new = (first[inverse] == position).view(pool, d + 1).sum(dim=1)
         distinct = new.cumsum(0)  # distinct rows of the first m + 1 orderings
-        if int(distinct[-1]) > rows or pool >= most:
+        # every row there is already: more orderings would cost arithmetic, no spend
+        covered = d <= 62 and int(distinct[-1]) >= 2**d * max(1, references)
+        if int(distinct[-1]) > rows or pool >= most or covered:
             break
         pool = min(most, 2 * pool)
     counts = torch.arange(1, pool + 1, device=distinct.device)
