@@ -16,6 +16,11 @@ import captum_graphshap as cg
 CASES = [
     (cg.ShapleySampling, {}),
     (cg.ShapleySampling, {"antithetic": False, "return_uncertainty": True}),
+    # budget=: orderings added while their distinct prefixes fit, chosen once for the batch
+    (cg.ShapleySampling, {"budget": 100}),
+    (cg.ShapleySampling, {"budget": 100, "antithetic": False, "return_uncertainty": True}),
+    (cg.PairedKernelShap, {"budget": 30}),  # auto's permutations
+    (cg.PairedKernelShap, {"estimator": "kernel", "budget": 60}),
     (cg.PairedKernelShap, {}),
     *[(cg.PairedKernelShap, {"estimator": e}) for e in ("stratified", "cubic", "regression_mc")],
     *[

@@ -343,7 +343,29 @@ def test_kernel_univariate_output_is_paired_kernelshap_on_the_same_draws():
         return_shapley=True,
     )
     univariate = PairedKernelShap(model).attribute(
-        x, target=1, n_samples=30, generator=torch.Generator().manual_seed(4)
+        x, target=1, n_samples=30, generator=torch.Generator().manual_seed(4), estimator="kernel"
+    )
+    torch.testing.assert_close(phi, univariate, rtol=0, atol=1e-10)
+
+
+def test_kernel_with_a_budget_fills_it_and_is_paired_kernelshap_on_the_same_draws():
+    """budget= counts distinct evaluations: both draw pairs until that many are distinct."""
+    from captum_graphshap import PairedKernelShap
+
+    model = mlp(7, dtype=torch.float64, seed=6)
+    x = torch.randn(3, 7, dtype=torch.float64)
+    _, phi, evaluations = BivariateShapley(model).attribute(
+        x,
+        target=1,
+        method="kernel",
+        budget=60,
+        generator=torch.Generator().manual_seed(4),
+        return_shapley=True,
+        return_evaluations=True,
+    )
+    assert torch.equal(evaluations, torch.full((3,), 60))
+    univariate = PairedKernelShap(model).attribute(
+        x, target=1, budget=60, generator=torch.Generator().manual_seed(4), estimator="kernel"
     )
     torch.testing.assert_close(phi, univariate, rtol=0, atol=1e-10)
 

@@ -30,8 +30,9 @@ class BayesShapOptions(Options):
             ones (evaluated as well, for the endpoints); at least ``d + 2``.
             None: ``max(256, 4 d)``.
         budget: model evaluations per example instead of ``n_samples``:
-            ``budget - 2`` sampled coalitions (with ``target_width``, the
-            most it may sample).
+            ``budget - 2`` distinct sampled coalitions, drawn i.i.d. until
+            that many are distinct, each pair counted as often as drawn
+            (with ``target_width``, the most draws it may make).
         generator: a ``torch.Generator`` that makes the sampling reproducible
             (coalitions are drawn on its device).
         return_uncertainty: also return ``half_width``, the half-widths of the
@@ -142,6 +143,9 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
             target_width=width,
             max_samples=cap,
             generator=options.generator,
+            # budget= counts distinct evaluations: fill them (not with target_width,
+            # whose rounds and max_samples count draws)
+            fill=options.budget is not None and width is None,
         )
         plan = rounds.next_plan()  # each round: plan -> evaluate -> estimate (posterior update)
         while plan is not None:

@@ -156,10 +156,13 @@ class BivariateShapley(SampledAttribution):
         if options.method == "sampling":
             count = _permutations(options, d)
             _check_rows(permutation_rows(d, count), options.method, count)
-            return bivariate_permutation_plan(d, count, options.generator, device)
+            return bivariate_permutation_plan(
+                d, count, options.generator, device, budget=options.budget
+            )
         count = _kernel_samples(options, d)
         _check_rows(kernel_rows(count), options.method, count)
-        return bivariate_kernel_plan(d, count, options.generator, device)
+        fill = options.budget is not None  # budget= counts distinct evaluations: spend them
+        return bivariate_kernel_plan(d, count, options.generator, device, fill=fill)
 
     returns = (
         "``(batch, d, d)`` tensor on the inputs' device, ``out[b, i, j] = E2[i, j]``, zero "

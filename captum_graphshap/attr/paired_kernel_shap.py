@@ -15,7 +15,12 @@ from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.linear import shapley_from_all_coalitions
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
-from ..plans.sampling import paired_kernel_plan, permutation_ranks, shared_permutation_plan
+from ..plans.sampling import (
+    filled_kernel_plan,
+    filled_orderings,
+    paired_kernel_plan,
+    shared_permutation_plan,
+)
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
@@ -31,7 +36,12 @@ class PairedKernelShapOptions(Options):
             ``2 d``: a pair and its complement pin one direction of the fit.
             None: ``2 d + 2048``, the rule of SHAP's ``KernelExplainer``.
         budget: model evaluations per example instead of ``n_samples``:
-            ``budget - 2`` sampled coalitions (rounded down to pairs).
+            ``budget - 2`` distinct sampled coalitions (rounded down to
+            pairs), so the budget is spent: ``"kernel"`` keeps drawing i.i.d.
+            pairs until that many are distinct and weights each by how often
+            it came up; the stratified designs draw without replacement; the
+            permutations of ``"auto"`` add orderings while their distinct
+            prefixes fit.
         generator: ``torch.Generator`` for the draws (reproducible).
         estimator: ``"auto"`` (default): by the evaluations per example
             (``budget``, or ``n_samples + 2``): every coalition and exact
@@ -132,7 +142,10 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             if plan is not None:
                 values = evaluate_plan(game, plan, show_progress, self.progress_desc)
                 return Outcome(plan.estimator(values))
-        if estimator == "kernel":
+        if estimator == "kernel" and options.budget is not None:
+            # budget= counts distinct evaluations: draw until they are all spent
+            plan = filled_kernel_plan(d, count // 2, options.generator, game.device)
+        elif estimator == "kernel":
             plan = paired_kernel_plan(d, count, options.generator, game.device)
         elif estimator == "regression_mc":
             plan = regression_mc_plan(d, (count + 1) // 2, options.generator, game.device)
@@ -184,9 +197,10 @@ def auto_plan(
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         every = DenseCoalitions(all_coalitions(d, device))
         return Plan(every, shapley_from_all_coalitions, distinct=True), "exact"
-    # an ordering adds d - 1 rows besides the shared empty and full coalitions
+    # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
     if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:
-        ranks = permutation_ranks(1, d, orderings, True, generator, device)
-        return shared_permutation_plan(ranks[0], antithetic=True), "permutation"
+        # as many antithetic orderings as their distinct prefixes allow
+        ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2)
+        return shared_permutation_plan(ranks, antithetic=True), "permutation"
     return None, "cubic"

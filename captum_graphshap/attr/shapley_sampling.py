@@ -18,6 +18,7 @@ from ..plans.control_variates import (
 )
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
+    filled_orderings_and_references,
     mean_and_half_width,
     pair_antithetic,
     permutation_contributions,
@@ -52,9 +53,15 @@ class ShapleySamplingOptions(Options):
             antithetic pairs plus one independent ordering (the estimate is
             the mean over all ``n``, still unbiased); an interval needs an
             even count then.
-        budget: model evaluations per example instead of ``n_samples``: the
-            most orderings with ``2 + (d - 1) M <= budget`` (``(d + 1) M``
-            with ``references``, whose rows differ per ordering).
+        budget: model evaluations per example instead of ``n_samples``:
+            orderings are added while their distinct prefixes (the empty and
+            full coalitions, and the first and last few members many
+            orderings share) number at most ``budget``; at least the ``M``
+            with ``2 + (d - 1) M <= budget`` (``(d + 1) M`` with
+            ``references``, where a row is a prefix with its reference),
+            which is the count with ``control_variate`` and the
+            ``"optimal"`` coefficient (whose cross-fitting wants a fixed
+            count).
         antithetic: pair each ordering with its reverse (default True, as in
             :class:`Shear`): exact for games of order two, and never less
             accurate than independent orderings in our benchmarks.
@@ -203,13 +210,28 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if options.control_variate is not None:
             surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
-        ranks = permutation_ranks(
-            game.batch_size, d, count, options.antithetic, generator, game.device
-        )
-        plan = permutation_plan(ranks, options.antithetic)
         reference_index = None
-        if options.references is not None:
-            reference_index = _sampled_references(game, ranks, options.antithetic, generator)
+        if options.budget is not None and _fills_budget(options, d):
+            paired = options.antithetic and options.return_uncertainty
+            rows = options.budget - (control_cost(d) if surrogate is not None else 0)
+            shared, references = filled_orderings_and_references(
+                d, rows, options.antithetic, generator, game.device,
+                minimum=count, even=paired,
+                references=game.num_references if options.references is not None else 0,
+            )  # fmt: skip
+            ranks = shared.expand(game.batch_size, -1, -1)
+            count = ranks.shape[1]
+            if references is not None:
+                reference_index = (
+                    references.expand(game.batch_size, -1).repeat_interleave(d + 1, dim=1)
+                ).reshape(-1)
+        else:
+            ranks = permutation_ranks(
+                game.batch_size, d, count, options.antithetic, generator, game.device
+            )
+            if options.references is not None:
+                reference_index = _sampled_references(game, ranks, options.antithetic, generator)
+        plan = permutation_plan(ranks, options.antithetic)
         values = game.evaluate_rows(
             plan.example_index,  # type: ignore[arg-type]
             plan.coalitions,
@@ -263,6 +285,20 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         )
         paired = options.antithetic and options.return_uncertainty
         return count - count % 2 if paired else count
+
+
+def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
+    """Whether ``budget=`` adds orderings while their distinct prefixes fit
+    (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
+
+    With ``references`` a row is a prefix and its reference. Not with
+    ``control_variate`` and ``control_coefficient="optimal"``, whose
+    cross-fitted coefficient is unbiased for independent halves of the
+    orderings: a count chosen from how all of them overlap would tie the
+    halves together (a fixed coefficient is a plain mean, unbiased as it is).
+    """
+    optimal = options.control_variate is not None and options.control_coefficient == "optimal"
+    return d >= 2 and not optimal
 
 
 def _sampled_references(

@@ -37,7 +37,17 @@ from ..graphs import FeatureGraph
 from ..graphs.feature_graph import _bits, _masks_to_rows
 from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, shapley_weights
-from .sampling import kernel_coalitions, permutation_ranks
+from .sampling import (
+    MAX_FILL_DRAWS,
+    filled_kernel_pairs,
+    filled_orderings,
+    kernel_coalitions,
+    permutation_ranks,
+)
+
+#: ``budget=`` with ``method="kernel"``: at most this many i.i.d. draws per distinct
+#: pair while filling (the fit runs on the draws, repeats included)
+FILL_DRAWS_PER_PAIR = 32
 
 #: Default permutations of ``method="sampling"`` (each costs ``d - 1`` rows).
 #: Captum's ShapleyValueSampling uses 25; a bivariate entry averages over the
@@ -110,9 +120,16 @@ def bivariate_from_all_coalitions(values: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def permutation_plan(
-    d: int, n_permutations: int, generator: torch.Generator | None, device: torch.device
+    d: int,
+    n_permutations: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    budget: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Uniform random permutations and the prefixes they visit.
+
+    With ``budget`` as many as their distinct prefixes fit in it (at least
+    ``n_permutations``; :func:`~captum_graphshap.plans.sampling.filled_orderings`).
 
     Returns:
         rank:
@@ -123,7 +140,10 @@ def permutation_plan(
             ``d - 1`` proper non-empty prefixes of each permutation in order. Rows
             repeat across permutations; the engine evaluates each once.
     """
-    rank = permutation_ranks(1, d, n_permutations, False, generator, device)[0]
+    if budget is not None and d >= 2:
+        rank = filled_orderings(d, budget, False, generator, device, minimum=n_permutations)
+    else:
+        rank = permutation_ranks(1, d, n_permutations, False, generator, device)[0]
     steps = torch.arange(1, d, device=device)
     prefixes = rank[:, None, :] < steps[None, :, None]  # (P, d - 1, d)
     ends = torch.stack(
@@ -383,20 +403,48 @@ def bivariate_exact_plan(d: int, device: torch.device) -> Plan:
 
 
 def bivariate_permutation_plan(
-    d: int, n_permutations: int, generator: torch.Generator | None, device: torch.device
+    d: int,
+    n_permutations: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    budget: int | None = None,
 ) -> Plan:
-    """The paper's Alg. 1 as a plan: permutations shared by the batch."""
-    rank, coalitions = permutation_plan(d, n_permutations, generator, device)
+    """The paper's Alg. 1 as a plan: permutations shared by the batch.
+
+    With ``budget`` (distinct evaluations), permutations are added while
+    their distinct prefixes fit it (:func:`~captum_graphshap.plans.sampling.filled_orderings`,
+    at least ``n_permutations``): each stays uniform given the count, so
+    the estimator stays unbiased.
+    """
+    rank, coalitions = permutation_plan(d, n_permutations, generator, device, budget)
     return Plan(
         DenseCoalitions(coalitions), functools.partial(bivariate_from_permutations, rank=rank)
     )
 
 
 def bivariate_kernel_plan(
-    d: int, n_samples: int, generator: torch.Generator | None, device: torch.device
+    d: int,
+    n_samples: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    fill: bool = False,
 ) -> Plan:
-    """The paper's Alg. 2 as a plan: the endpoints, then paired kernel draws."""
-    sampled = kernel_plan(d, n_samples, generator, device)
+    """The paper's Alg. 2 as a plan: the endpoints, then paired kernel draws.
+
+    With ``fill`` the ``n_samples`` are distinct coalitions (``budget=``):
+    pairs are drawn i.i.d. until ``n_samples / 2`` are distinct
+    (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`, at most
+    :data:`FILL_DRAWS_PER_PAIR` draws a pair and ``MAX_FILL_DRAWS`` in all)
+    and the fit runs on the draws, repeats included; the engine evaluates
+    each distinct one once.
+    """
+    if fill and d >= 2:
+        most = min(FILL_DRAWS_PER_PAIR * max(1, n_samples // 2), MAX_FILL_DRAWS)
+        found, counts = filled_kernel_pairs(d, n_samples // 2, generator, device, most)
+        drawn = found.repeat_interleave(counts.long(), dim=0)
+        sampled = torch.stack([drawn, ~drawn], dim=1).reshape(-1, d)
+    else:
+        sampled = kernel_plan(d, n_samples, generator, device)
     ends = torch.zeros(2, d, dtype=torch.bool, device=device)
     ends[1] = True  # the empty and the full coalition, enforced by the constraint
 

@@ -377,8 +377,52 @@ def paired_kernel_plan(
     return Plan(DenseCoalitions(torch.cat([endpoints, sampled])), estimate)
 
 
+def filled_kernel_plan(
+    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+) -> Plan:
+    """Paired KernelSHAP's plan for ``2 + 2 pairs`` evaluations, every one spent.
+
+    The i.i.d. kernel draws of :func:`paired_kernel_plan`, drawn until
+    ``pairs`` of them are distinct (:func:`filled_kernel_pairs`) and each
+    distinct pair weighted by how often it came up: the same estimator on
+    more draws, with no evaluation repeated. When ``pairs`` covers every
+    pair (``2^(d-1) - 1``) each is weighted by its kernel probability, the
+    limit of the draws, which is exact Shapley.
+    """
+    d = num_features
+    endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
+    endpoints[1] = True
+    if pairs >= 2 ** (d - 1) - 1:  # pairs are at most MAX_COALITIONS: d is small
+        sampled, weights = every_kernel_pair(d, device)
+    else:
+        sampled, weights = filled_kernel_pairs(d, pairs, generator, device)
+    both = torch.cat([sampled, ~sampled])
+    both_weights = torch.cat([weights, weights])
+
+    def estimate(values: Tensor) -> Tensor:
+        return kernel_shapley(both, values[:, 2:], values[:, 0], values[:, 1], both_weights)
+
+    return Plan(DenseCoalitions(torch.cat([endpoints, both])), estimate, distinct=True)
+
+
+def every_kernel_pair(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(2^(d-1) - 1, d)``: the coalition holding feature 0 of each pair besides the
+    endpoints, and ``(K,)`` float64 its pair's Shapley-kernel probability."""
+    codes = torch.arange(2 ** (d - 1) - 1, device=device) * 2 + 1  # odd: feature 0 in, not all
+    members = (codes[:, None] >> torch.arange(d, device=device)) & 1 == 1
+    sizes = members.sum(dim=1).tolist()
+    weights = torch.tensor(
+        [1.0 / (math.comb(d, s) * s * (d - s)) for s in sizes], dtype=torch.float64
+    )
+    return members, weights.to(device)
+
+
 def kernel_shapley(
-    coalitions: Tensor, values: Tensor, empty_value: Tensor, full_value: Tensor
+    coalitions: Tensor,
+    values: Tensor,
+    empty_value: Tensor,
+    full_value: Tensor,
+    weights: Tensor | None = None,
 ) -> Tensor:
     """KernelSHAP with the endpoints enforced: ``(N, d)`` from ``(N, P)`` values.
 
@@ -389,12 +433,18 @@ def kernel_shapley(
 
         phi = A^-1 (b - 1 (1^T A^-1 b - (v(1) - v(0))) / (1^T A^-1 1))
 
-    ``A`` is shared by the batch (one ``d x d`` pseudo-inverse).
+    ``A`` is shared by the batch (one ``d x d`` pseudo-inverse). ``weights``
+    ``(P,)`` (how often each coalition was drawn, or its probability) turn the
+    means into weighted means.
     """
     z = coalitions.to(values.dtype)
-    count = z.shape[0]
-    a_inverse = torch.linalg.pinv(z.T @ z / count, hermitian=True)
-    b = (values - empty_value[:, None]) @ z / count  # (N, d)
+    if weights is None:
+        weighted = z / z.shape[0]
+    else:
+        share = weights.to(device=z.device, dtype=z.dtype)
+        weighted = z * (share / share.sum())[:, None]
+    a_inverse = torch.linalg.pinv(weighted.T @ z, hermitian=True)
+    b = (values - empty_value[:, None]) @ weighted  # (N, d)
     a_inverse_b = b @ a_inverse
     a_inverse_ones = a_inverse.sum(dim=1)  # A^-1 1 (A symmetric)
     gap = (a_inverse_b.sum(dim=1) - (full_value - empty_value)) / a_inverse_ones.sum()
@@ -472,3 +522,193 @@ def shear_estimates(values: Tensor) -> Tensor:
     m = int(math.log2(values.shape[2]))
     weights = shear_weights(m, values.device, values.dtype)
     return ((values[..., 1] - values[..., 0]) * weights).sum(dim=2)
+
+
+# ---------------------------------------------------------------- filling a budget
+#
+# ``budget=`` counts distinct evaluations, and i.i.d. draws repeat themselves:
+# at d = 14 and 1,024 evaluations, 511 i.i.d. kernel pairs are about 320
+# distinct ones and 78 antithetic orderings about 830 distinct prefixes. The
+# samplers below keep drawing until the distinct rows fill the budget. Both
+# stop at a stopping time of the i.i.d. stream, so the draws themselves (and
+# their estimators) are the usual ones, only more of them.
+
+#: The most kernel draws :func:`filled_kernel_pairs` makes (the last distinct
+#: pairs of a nearly covering budget take coupon-collector many draws).
+MAX_FILL_DRAWS = 2**20
+#: :func:`filled_orderings` draws at most this many times the orderings the
+#: worst case (no shared prefix) would fit.
+FILL_ORDERINGS_FACTOR = 16
+
+
+def distinct_ids(coalitions: Tensor | PrefixCoalitions) -> Tensor:
+    """``(M,)`` an id per coalition, equal exactly when the coalitions are (the engine's keys)."""
+    from ..engine.plan import coalition_keys
+
+    store = DenseCoalitions(coalitions) if isinstance(coalitions, Tensor) else coalitions
+    keys = coalition_keys(store)
+    if keys.shape[1] == 1:  # bit codes: a flat sort, far faster than rows'
+        return torch.unique(keys[:, 0], return_inverse=True)[1]
+    return torch.unique(keys, dim=0, return_inverse=True)[1]
+
+
+def filled_kernel_pairs(
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    max_draws: int = MAX_FILL_DRAWS,
+) -> tuple[Tensor, Tensor]:
+    """Draw kernel pairs i.i.d. until ``pairs`` of them are distinct: the distinct ones and counts.
+
+    Each draw is :func:`sample_kernel_coalitions`' (a size from the Shapley
+    kernel, then a uniform subset) with its complement; drawing stops at the
+    draw that makes ``pairs`` distinct complementary pairs (or after
+    ``max_draws`` draws, or once every pair there is has come up).
+    Returns ``(P, d)`` bool, one coalition of each distinct pair in the order
+    first drawn, and ``(P,)`` float64 how often each was drawn: a fit
+    weighting each pair by its count is exactly the fit on the i.i.d. draws
+    (duplicates included), whose number is a stopping time of the stream.
+    """
+    d = num_features
+    total = 2 ** (d - 1) - 1 if d <= 62 else math.inf
+    target = int(min(pairs, total))
+    source = generator.device if generator is not None else torch.device("cpu")
+    found = torch.zeros(0, d, dtype=torch.bool, device=source)
+    counts = torch.zeros(0, dtype=torch.float64, device=source)
+    drawn = 0
+    while found.shape[0] < target and drawn < max_draws:
+        need = target - found.shape[0]
+        chunk = min(max(2 * need, drawn // 2, 64), max_draws - drawn)
+        rows = sample_kernel_coalitions((chunk,), d, generator)
+        rows = torch.where(rows[:, :1], rows, ~rows)  # one member of each pair: feature 0's
+        inverse = distinct_ids(torch.cat([found, rows]))
+        known, ids = inverse[: found.shape[0]], inverse[found.shape[0] :]
+        ids_count = int(inverse.max()) + 1
+        position = torch.arange(chunk, device=source)
+        first = torch.full((ids_count,), chunk, dtype=torch.long, device=source)
+        first = first.scatter_reduce(0, ids, position, "amin")
+        seen = torch.zeros(ids_count, dtype=torch.bool, device=source)
+        seen[known] = True
+        new = ~seen[ids] & (first[ids] == position)
+        cumulative = new.cumsum(0)
+        stop = chunk
+        if int(cumulative[-1]) >= need:
+            stop = int(torch.searchsorted(cumulative, torch.tensor(need, device=source))) + 1
+        ids, new = ids[:stop], new[:stop]
+        index = torch.full((ids_count,), -1, dtype=torch.long, device=source)
+        index[known] = torch.arange(found.shape[0], device=source)
+        index[ids[new]] = found.shape[0] + torch.arange(int(new.sum()), device=source)
+        found = torch.cat([found, rows[:stop][new]])
+        counts = torch.cat([counts, counts.new_zeros(int(new.sum()))])
+        counts += torch.bincount(index[ids], minlength=found.shape[0]).to(counts.dtype)
+        drawn += stop
+    return found.to(device), counts.to(device)
+
+
+def filled_orderings(
+    num_features: int,
+    rows: int,
+    antithetic: bool,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    minimum: int = 1,
+    even: bool = False,
+) -> Tensor:
+    """``(M, d)`` shared orderings whose distinct prefixes (endpoints included) fit ``rows``.
+
+    Orderings are drawn as :func:`permutation_ranks` draws them (with
+    ``antithetic``, each followed by its reverse) and taken while their
+    distinct prefixes number at most ``rows``: orderings share the empty and
+    full coalitions, and many share their first or last few members, so the
+    count is usually well above ``(rows - 2) // (d - 1)``. The largest count
+    that fits is taken (even with ``even``; at least ``minimum``, and at
+    most :data:`FILL_ORDERINGS_FACTOR` times the worst case's). Returned in
+    :func:`permutation_ranks`' layout: the first ``M // 2`` orderings, their
+    reverses, then (``M`` odd) one more.
+
+    The count depends on the orderings only through which prefixes coincide,
+    which relabelling the features (the same relabelling in every ordering)
+    leaves as it is; so, given the count, each ordering is still uniform and
+    the mean marginal contribution stays unbiased.
+    """
+    ranks, _ = filled_orderings_and_references(
+        num_features, rows, antithetic, generator, device, minimum=minimum, even=even
+    )
+    return ranks
+
+
+def filled_orderings_and_references(
+    num_features: int,
+    rows: int,
+    antithetic: bool,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    minimum: int = 1,
+    even: bool = False,
+    references: int = 0,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`filled_orderings`, each ordering with a reference out of ``references`` (if any).
+
+    With ``references`` each ordering draws one uniformly (an antithetic pair
+    shares it) and a row is a prefix with its reference, so orderings
+    share rows only where they share the reference too; the worst case is
+    ``d + 1`` rows an ordering. Relabelling the references, like the
+    features, leaves the coincidences as they are, so given the count each
+    ordering and its reference are still uniform. Returns ``(M, d)`` ranks
+    and ``(M,)`` reference ids (None without ``references``).
+    """
+    from .limits import MAX_COALITIONS
+
+    d = num_features
+    if references:
+        worst = max(minimum, rows // (d + 1))
+    else:
+        worst = max(minimum, (rows - min(2, d + 1)) // max(1, d - 1))
+    most = max(minimum, min(FILL_ORDERINGS_FACTOR * max(worst, 1), MAX_COALITIONS // (d + 1)))
+    pool = min(most, worst + worst // 4 + 4)
+    forward = torch.zeros(0, d, dtype=torch.long, device=device)
+    drawn_references = torch.zeros(0, dtype=torch.long, device=device)
+    while True:  # a pool of orderings, doubled until its prefixes overflow ``rows``
+        wanted = (pool + 1) // 2 if antithetic else pool
+        more = permutation_ranks(1, d, wanted - forward.shape[0], False, generator, device)[0]
+        forward = torch.cat([forward, more])
+        if references:
+            picks = random_indices(references, (more.shape[0],), generator, device)
+            drawn_references = torch.cat([drawn_references, picks])
+        if antithetic:  # the stream f1, r1, f2, r2, ...: a prefix is pairs and maybe one more
+            stream = torch.stack([forward, d - 1 - forward], dim=1).reshape(-1, d)[:pool]
+            labels = drawn_references.repeat_interleave(2)[:pool]
+        else:
+            stream, labels = forward, drawn_references
+        inverse = distinct_ids(PrefixCoalitions(stream))
+        if references:  # a row is a prefix and its reference
+            keys = inverse * references + labels.repeat_interleave(d + 1)
+            inverse = torch.unique(keys, return_inverse=True)[1]
+        position = torch.arange(inverse.shape[0], device=inverse.device)
+        first = torch.full((int(inverse.max()) + 1,), inverse.shape[0], device=inverse.device)
+        first = first.scatter_reduce(0, inverse, position, "amin")
+        new = (first[inverse] == position).view(pool, d + 1).sum(dim=1)
+        distinct = new.cumsum(0)  # distinct rows of the first m + 1 orderings
+        # every row there is already: more orderings would cost arithmetic, no spend
+        covered = d <= 62 and int(distinct[-1]) >= 2**d * max(1, references)
+        if int(distinct[-1]) > rows or pool >= most or covered:
+            break
+        pool = min(most, 2 * pool)
+    counts = torch.arange(1, pool + 1, device=distinct.device)
+    fits = (distinct <= rows) & (counts >= minimum)
+    if even:
+        fits &= counts % 2 == 0
+    count = int(counts[fits].max()) if bool(fits.any()) else minimum
+    chosen = stream[:count]
+    chosen_labels = labels[:count] if references else None
+    if not antithetic:
+        return chosen, chosen_labels
+    pairs = count // 2
+
+    def layout(x: Tensor) -> Tensor:  # permutation_ranks': the firsts, their reverses, the odd one
+        return torch.cat([x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2], x[2 * pairs :]])
+
+    return layout(chosen), None if chosen_labels is None else layout(chosen_labels)

@@ -272,6 +272,14 @@ class BayesShapRounds:
         target_width: keep sampling, in rounds sized by
             :func:`perturbations_needed`, until every half-width of an
             example is at most this, or it has ``max_samples`` coalitions.
+        fill: the first round's ``n_samples`` (or its focused share) count
+            distinct coalitions, not draws (``budget=``): draws go on until
+            that many are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`),
+            each pair weighted and counted as often as it was drawn, so the
+            posterior is the one of those i.i.d. draws; once every pair has
+            come up, the rest of the draws are added as multiplicities (free);
+            the focused rounds likewise pick on until their pairs are
+            distinct (:func:`_filled_focused_design`).
     """
 
     def __init__(
@@ -286,7 +294,9 @@ class BayesShapRounds:
         target_width: float | None = None,
         max_samples: int | None = None,
         generator: torch.Generator | None = None,
+        fill: bool = False,
     ) -> None:
+        self.fill = fill
         self.v_empty, self.d, self.n_samples = v_empty, d, n_samples
         self.delta = v_full - v_empty
         self.confidence, self.focused = confidence, focused
@@ -307,7 +317,8 @@ class BayesShapRounds:
         batch = self.examples.shape[0]
         if self.stage == "first":
             self.stage = "focus" if self.focused else "width"
-            return self._plan(self.examples, torch.full((batch,), self.first), focused=False)
+            first = torch.full((batch,), self.first)
+            return self._plan(self.examples, first, focused=False, fill=self.fill)
         if self.stage == "focus":
             remaining = self.n_samples - self.first
             rounds = min(FOCUS_ROUNDS, remaining)
@@ -315,7 +326,8 @@ class BayesShapRounds:
                 index = self.focus_round
                 self.focus_round += 1
                 size = remaining // rounds + (1 if index < remaining % rounds else 0)
-                return self._plan(self.examples, torch.full((batch,), size), focused=True)
+                sizes = torch.full((batch,), size)
+                return self._plan(self.examples, sizes, focused=True, fill=self.fill)
             self.stage = "width"
         if self.stage == "width" and self.target_width is not None:
             assert self.posterior is not None
@@ -331,7 +343,7 @@ class BayesShapRounds:
         self.stage = "done"
         return None
 
-    def _plan(self, examples: Tensor, counts: Tensor, focused: bool) -> Plan:
+    def _plan(self, examples: Tensor, counts: Tensor, focused: bool, fill: bool = False) -> Plan:
         """``counts`` coalitions per example, rounded down to pairs (at least one).
 
         The draws are shared by the examples (each takes a prefix of one
@@ -349,9 +361,20 @@ class BayesShapRounds:
         pair_counts = torch.clamp(counts.to(device) // 2, min=1)
         pairs = int(pair_counts.max())
         draws: Tensor | None = None
-        if focused and self.posterior is not None:
+        if focused and self.posterior is not None and fill:
+            drawn, draws = _filled_focused_design(
+                self.posterior, examples, pairs, d, self.generator
+            )
+            drawn, draws = drawn.to(device), draws.to(device=device, dtype=dtype)
+            valid = draws > 0
+        elif focused and self.posterior is not None:
             drawn = _focused_design(self.posterior, examples, pairs, d, self.generator).to(device)
             valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
+        elif fill:
+            shared, multiplicity = filled_draws(d, pairs, self.generator, device, dtype)
+            drawn = shared.expand(len(examples), *shared.shape)
+            draws = multiplicity.expand(len(examples), -1)
+            valid = draws > 0
         elif pairs >= enumerable_pairs(d):
             canonical, probability = canonical_pairs(d, device)
             drawn = canonical.expand(len(examples), *canonical.shape)
@@ -459,6 +482,34 @@ def enumerable_pairs(d: int) -> int | float:
     return count if count <= MAX_ENUMERATED_PAIRS else math.inf
 
 
+def filled_draws(
+    d: int, pairs: int, generator: torch.Generator | None, device: torch.device, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """``(P, d)`` distinct pairs of ``pairs`` or more i.i.d. kernel draws and ``(P,)`` counts.
+
+    Draws until ``pairs`` are distinct
+    (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`); when that
+    exhausts every pair in fewer than ``pairs`` draws, the rest are
+    drawn as multiplicities (:func:`pair_multiplicities`): they need no
+    further evaluation.
+    """
+    from ..plans.sampling import filled_kernel_pairs
+
+    found, counts = filled_kernel_pairs(d, pairs, generator, device)
+    left = pairs - int(counts.sum())
+    if left <= 0 or found.shape[0] < enumerable_pairs(d):
+        return found, counts.to(dtype)
+    canonical, probability = canonical_pairs(d, device)
+    extra = pair_multiplicities(
+        torch.tensor([left], device=device), probability.to(torch.float64), generator
+    )[0]
+    bits = torch.ones(d, dtype=torch.long, device=device) << torch.arange(d, device=device)
+    found_codes = (found.long() * bits).sum(dim=1)
+    order = torch.argsort(found_codes)
+    at = torch.searchsorted(found_codes[order], (canonical.long() * bits).sum(dim=1))
+    return canonical, (counts[order][at] + extra).to(dtype)
+
+
 def canonical_pairs(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """``(K, d)`` one coalition of each complementary pair (the one holding feature 0,
     not the full one) and ``(K,)`` the pair's probability under the KernelSHAP draw."""
@@ -506,8 +557,26 @@ def _focused_design(
     width: int,
     d: int,
     generator: torch.Generator | None,
+    picks_count: int | None = None,
 ) -> Tensor:
-    """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2)."""
+    """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2).
+
+    ``picks_count``: draw that many picks (not ``width``) from the
+    ``width``-sized candidate pool.
+    """
+    candidates, chosen = _focused_picks(posterior, examples, width, d, generator, picks_count)
+    return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
+
+
+def _focused_picks(
+    posterior: BayesPosterior,
+    examples: Tensor,
+    width: int,
+    d: int,
+    generator: torch.Generator | None,
+    picks_count: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The candidates ``(A, C, d)`` of a focused round and the picks ``(A, picks)`` among them."""
     from ..plans.sampling import sample_kernel_coalitions
 
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
@@ -521,10 +590,65 @@ def _focused_design(
     logits = spread / (FOCUS_TEMPERATURE * spread.mean(dim=1, keepdim=True).clamp(min=1e-300))
     cumulative = torch.softmax(logits, dim=1).cumsum(dim=1)
     source = generator.device if generator is not None else candidates.device
-    picks = torch.rand(1, width, generator=generator, device=source, dtype=cumulative.dtype)
+    count = width if picks_count is None else picks_count
+    picks = torch.rand(1, count, generator=generator, device=source, dtype=cumulative.dtype)
     picks = picks.to(cumulative.device) * cumulative[:, -1:]
     chosen = torch.searchsorted(cumulative, picks).clamp(max=candidates_count - 1)
-    return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
+    return candidates, chosen
+
+
+#: a filled focused round draws at most this many picks per pair it needs
+FOCUS_FILL_PICKS_PER_PAIR = 32
+
+
+def _filled_focused_design(
+    posterior: BayesPosterior,
+    examples: Tensor,
+    width: int,
+    d: int,
+    generator: torch.Generator | None,
+) -> tuple[Tensor, Tensor]:
+    """A focused round of ``width`` distinct pairs: ``(A, width, d)`` and draws ``(A, width)``.
+
+    The picks of :func:`_focused_design` go on (up to
+    :data:`FOCUS_FILL_PICKS_PER_PAIR` ``width``, shared uniforms) until an
+    example has ``width`` distinct pairs, or the candidates run out; each
+    pair is counted as often as it was picked (0: padding).
+    """
+    from ..plans.sampling import distinct_ids
+
+    candidates, chosen = _focused_picks(
+        posterior, examples, width, d, generator, FOCUS_FILL_PICKS_PER_PAIR * width
+    )
+    batch, picks = chosen.shape
+    pool = candidates[0]
+    canonical = torch.where(pool[:, :1], pool, ~pool)  # a pair and its complement are one
+    pair_id = distinct_ids(canonical)[chosen]  # (A, picks)
+    ids = int(pair_id.max()) + 1
+    position = torch.arange(picks, device=chosen.device).expand(batch, -1)
+    flat = pair_id + ids * torch.arange(batch, device=chosen.device)[:, None]
+    first = torch.full((batch * ids,), picks, dtype=torch.long, device=chosen.device)
+    first = first.scatter_reduce(0, flat.reshape(-1), position.reshape(-1), "amin")
+    new = first[flat] == position  # (A, picks): the pick brings a new pair
+    # stop at the pick that brings the width-th new pair (all picks when it never comes)
+    enough = new.cumsum(dim=1) >= width
+    stop = torch.where(enough.any(dim=1), enough.to(torch.long).argmax(dim=1), picks - 1)
+    kept = position <= stop[:, None]
+    slot = (new.cumsum(dim=1) - 1).clamp(min=0)  # a new pair's rank among the example's
+    draws = torch.zeros(batch, width, dtype=torch.float64, device=chosen.device)
+    slot_of_id = torch.full((batch * ids,), -1, dtype=torch.long, device=chosen.device)
+    firsts = new & kept
+    slot_of_id[flat[firsts]] = slot[firsts]
+    target = slot_of_id[flat[kept]]
+    draws.view(-1).index_add_(
+        0,
+        target + width * torch.arange(batch, device=chosen.device)[:, None].expand(-1, picks)[kept],
+        torch.ones_like(target, dtype=torch.float64),
+    )
+    rows = torch.zeros(batch, width, d, dtype=torch.bool, device=chosen.device)
+    example = torch.arange(batch, device=chosen.device)[:, None].expand(-1, picks)
+    rows[example[firsts], slot[firsts]] = canonical[chosen[firsts]]
+    return rows, draws
 
 
 def _single_feature(delta: Tensor) -> BayesPosterior:
