@@ -213,7 +213,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         reference_index = None
         if options.budget is not None and _fills_budget(options, d):
             paired = options.antithetic and options.return_uncertainty
-            rows = options.budget - (control_cost(d) if surrogate is not None else 0)
+            rows = options.budget - (taylor_cost(d) if surrogate is not None else 0)
             shared, references = filled_orderings_and_references(
                 d, rows, options.antithetic, generator, game.device,
                 minimum=count, even=paired,
