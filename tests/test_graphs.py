@@ -22,7 +22,7 @@ from captum_graphshap.graphs import (
     graph_from_feature_mask,
     infer_graph,
 )
-from captum_graphshap.graphs import feature_graph as feature_graph_module
+from captum_graphshap.graphs import distances as distances_module
 
 from .optional_deps import optional
 
@@ -143,7 +143,7 @@ def test_bitmask_primitives() -> None:
 def test_distances_and_diameter_match_networkx(
     name: str, scipy: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(feature_graph_module, "_has_scipy", lambda: scipy)
+    monkeypatch.setattr(distances_module, "has_scipy", lambda: scipy)
     graph = FeatureGraph.from_edges(GRAPHS[name].num_nodes, GRAPHS[name].edges())  # fresh cache
     g = graph.to_networkx()
     want = np.full((graph.num_nodes, graph.num_nodes), -1)
