@@ -1,14 +1,14 @@
 """Feature graphs: which features may cooperate, for graph-structured methods.
 
 Modules, each importing only those above it in this list:
-:mod:`~captum_graphshap.graphs._validation` (argument checks),
+``_validation`` (argument checks),
 :mod:`~captum_graphshap.graphs.bitsets` (node sets as int bitmasks),
 :mod:`~captum_graphshap.graphs.edges` (parsing, edge arrays, adjacency lists),
 :mod:`~captum_graphshap.graphs.distances` (hop distances and balls),
 :mod:`~captum_graphshap.graphs.connected_sets` (enumeration, components,
 boundaries), :mod:`~captum_graphshap.graphs.caches` (bounded per-graph caches,
-:func:`clear_caches`), :mod:`~captum_graphshap.graphs.feature_graph` (the
-:class:`FeatureGraph` class) and :mod:`~captum_graphshap.graphs.standard`
+:func:`clear_caches`), ``feature_graph`` (the
+:class:`FeatureGraph` class) and ``standard``
 (line, grid and superpixel graphs, the default graph of an input).
 """
 

@@ -69,7 +69,8 @@ def clear_caches() -> None:
     """Drop every cached result of every feature graph, and the optional-import check.
 
     Graphs cache what they derive (distances, neighbourhoods, connected
-    sets) per graph, at most :data:`MAX_CACHE_ENTRIES` results each; call
+    sets) per graph, at most
+    :data:`~captum_graphshap.graphs.caches.MAX_CACHE_ENTRIES` results each; call
     this to free that memory at once (the graphs themselves stay usable and
     recompute on demand), or after installing scipy in a running session.
     The plans cached per graph by the attribution methods are not graph

@@ -31,7 +31,7 @@ __all__ = [
     "region_edges",
 ]
 
-#: Anything :meth:`FeatureGraph.from_adjacency` accepts.
+#: Anything :meth:`~captum_graphshap.graphs.FeatureGraph.from_adjacency` accepts.
 MatrixLike = np.ndarray | Tensor | Sequence[Sequence[Any]]
 
 #: An ``(E, 2)`` array of node ids, one row per edge.
