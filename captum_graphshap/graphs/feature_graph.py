@@ -37,7 +37,7 @@ from .bitsets import NodesLike, bits, nodes_to_mask, sorted_rows
 from .caches import GraphCache
 from .edges import EdgeArray, MatrixLike
 
-__all__ = ["FeatureGraph", "MatrixLike", "NodesLike"]
+__all__ = ["FeatureGraph"]
 
 
 class FeatureGraph:
