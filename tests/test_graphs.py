@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -13,6 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from captum_graphshap import graphs as graphs_package
 from captum_graphshap.graphs import (
     FeatureGraph,
     GridGraph,
@@ -22,7 +25,8 @@ from captum_graphshap.graphs import (
     graph_from_feature_mask,
     infer_graph,
 )
-from captum_graphshap.graphs import feature_graph as feature_graph_module
+from captum_graphshap.graphs import caches as caches_module
+from captum_graphshap.graphs import distances as distances_module
 
 from .optional_deps import optional
 
@@ -143,7 +147,7 @@ def test_bitmask_primitives() -> None:
 def test_distances_and_diameter_match_networkx(
     name: str, scipy: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(feature_graph_module, "_has_scipy", lambda: scipy)
+    monkeypatch.setattr(distances_module, "has_scipy", lambda: scipy)
     graph = FeatureGraph.from_edges(GRAPHS[name].num_nodes, GRAPHS[name].edges())  # fresh cache
     g = graph.to_networkx()
     want = np.full((graph.num_nodes, graph.num_nodes), -1)
@@ -489,3 +493,90 @@ def test_all_connected_sets_and_boundaries_match_brute_force(name: str) -> None:
         assert int(sizes[m]) == graph.boundary_size(s)
     with pytest.raises(ValueError, match="more than 10 connected subsets"):
         LineGraph(6).all_connected_sets(max_count=10)
+
+
+# ------------------------------------------------------------------ caches
+
+
+def test_graph_caches_are_bounded_least_recently_used() -> None:
+    assert len(GridGraph(2, 2)._cache) == 0 and caches_module.MAX_CACHE_ENTRIES >= 1024
+    graph = FeatureGraph.from_edges(6, LineGraph(6).edges())
+    graph._cache = caches_module.GraphCache(max_entries=3)
+    first = graph.neighbourhoods(1)
+    graph.neighbourhoods(2)
+    graph.neighbourhoods(1)  # used again: now the most recent
+    graph.neighbourhoods(3)
+    graph.neighbourhoods(4)  # evicts k=2, the least recently used
+    assert len(graph._cache) == 3
+    assert graph.neighbourhoods(1) is first
+    assert ("neighbourhoods", 2) not in graph._cache
+    again = graph.neighbourhoods(2)  # recomputed, equal
+    assert torch.equal(again, LineGraph(6).neighbourhoods(2))
+
+
+def test_clear_caches_drops_every_graph_result_and_results_stay_equal() -> None:
+    grid, line = GridGraph(3, 4), LineGraph(5)
+    subsets, balls, distances = grid.connected_subsets(5, 2), line.balls(2), grid.distances()
+    assert grid.connected_subsets(5, 2) is subsets
+    graphs_package.clear_caches()
+    assert len(grid._cache) == 0 and len(line._cache) == 0
+    assert grid.connected_subsets(5, 2) is not subsets
+    assert torch.equal(grid.connected_subsets(5, 2), subsets)
+    assert torch.equal(line.balls(2), balls)
+    np.testing.assert_array_equal(grid.distances(), distances)
+    assert graphs_package.clear_caches is caches_module.clear_caches
+
+
+def test_cached_results_are_cpu_tensors_and_arrays() -> None:
+    grid = GridGraph(3, 3)
+    grid.neighbourhoods(1), grid.balls(2), grid.connected_subsets(4, 1), grid.distances()
+    grid.neighbour_table(), grid.all_connected_subsets(), grid.neighbourhood(0, 1)
+    values = list(grid._cache._entries.values())
+    assert len(values) >= 7
+    for value in values:
+        assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+
+
+# ------------------------------------------------------------------ structure
+
+GRAPH_MODULES = sorted(path.stem for path in Path(graphs_package.__file__).parent.glob("*.py"))
+
+
+def _graph_imports(module: str) -> list[tuple[str, list[str]]]:
+    """``(imported module, names)`` of every relative import in a graphs module, nested too."""
+    path = Path(graphs_package.__file__).parent / f"{module}.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module is None:  # from . import bitsets
+                found += [(alias.name, []) for alias in node.names]
+            else:
+                found.append((node.module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_graph_modules_import_downwards_only_and_no_private_names() -> None:
+    edges = {name: {target for target, _ in _graph_imports(name)} for name in GRAPH_MODULES}
+    # depth-first search for a cycle, function-level imports included
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in edges.get(name, ()):
+            assert state.get(target) != 1, f"import cycle: {' -> '.join([*path, target])}"
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in GRAPH_MODULES:
+        if name not in state:
+            visit(name, [name])
+    private = [
+        (name, target, imported)
+        for name in GRAPH_MODULES
+        for target, names in _graph_imports(name)
+        for imported in names
+        if imported.startswith("_")
+    ]
+    assert not private, f"private names imported across graphs modules: {private}"
+    assert "standard" not in edges["feature_graph"]

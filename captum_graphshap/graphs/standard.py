@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from .feature_graph import FeatureGraph, _as_numpy, _check_count
+from ._validation import as_numpy, check_count
+from .edges import region_edges
+from .feature_graph import FeatureGraph
 
 __all__ = [
     "GridGraph",
@@ -43,7 +44,7 @@ class LineGraph(FeatureGraph):
     """
 
     def __init__(self, n: int) -> None:
-        n = _check_count(n, "n", minimum=1)
+        n = check_count(n, "n", minimum=1)
         ids = np.arange(n - 1, dtype=np.int64)
         self._setup(n, np.stack([ids, ids + 1], axis=1), canonical=True)
 
@@ -65,8 +66,8 @@ class GridGraph(FeatureGraph):
     """
 
     def __init__(self, height: int, width: int) -> None:
-        self.height = _check_count(height, "height", minimum=1)
-        self.width = _check_count(width, "width", minimum=1)
+        self.height = check_count(height, "height", minimum=1)
+        self.width = check_count(width, "width", minimum=1)
         ids = np.arange(self.height * self.width, dtype=np.int64).reshape(self.height, self.width)
         across = np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1)
         down = np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1)
@@ -93,18 +94,18 @@ class GridGraph(FeatureGraph):
             ``(graph, feature_mask)``: the ``GridGraph`` of the patches and a long
             ``(height, width)`` tensor holding each pixel's patch id.
         """
-        height = _check_count(height, "height", minimum=1)
-        width = _check_count(width, "width", minimum=1)
+        height = check_count(height, "height", minimum=1)
+        width = check_count(width, "width", minimum=1)
         if isinstance(patch_size, (tuple, list)):
             if len(patch_size) != 2:
                 raise ValueError(
                     f"patch_size must be an int or a pair (patch_height, patch_width), got "
                     f"{tuple(patch_size)}."
                 )
-            ph = _check_count(patch_size[0], "patch_size", minimum=1)
-            pw = _check_count(patch_size[1], "patch_size", minimum=1)
+            ph = check_count(patch_size[0], "patch_size", minimum=1)
+            pw = check_count(patch_size[1], "patch_size", minimum=1)
         else:
-            ph = pw = _check_count(patch_size, "patch_size", minimum=1)
+            ph = pw = check_count(patch_size, "patch_size", minimum=1)
         graph = cls(math.ceil(height / ph), math.ceil(width / pw))
         rows = torch.arange(height) // ph
         cols = torch.arange(width) // pw
@@ -136,7 +137,7 @@ class SuperpixelGraph(FeatureGraph):
     feature_mask: Tensor
 
     def __init__(self, labels: Tensor | np.ndarray | Sequence[Sequence[int]]) -> None:
-        array = _as_numpy(labels, "labels")
+        array = as_numpy(labels, "labels")
         if array.ndim != 2:
             raise ValueError(
                 f"labels must be a 2-D (H, W) label map, got shape {tuple(array.shape)}; "
@@ -154,7 +155,7 @@ class SuperpixelGraph(FeatureGraph):
         values, inverse = np.unique(array, return_inverse=True)
         relabelled = inverse.reshape(array.shape).astype(np.int64)
         self.feature_mask = torch.from_numpy(relabelled)
-        self._setup(len(values), _region_edges(relabelled))
+        self._setup(len(values), region_edges(relabelled))
         if len(values) < FEW_SEGMENTS and array.size >= 64:
             warnings.warn(
                 f"the superpixel graph has only {len(values)} segment(s) for "
@@ -236,17 +237,6 @@ class SuperpixelGraph(FeatureGraph):
 FEW_SEGMENTS = 4
 
 
-def _region_edges(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """``(E, 2)`` id pairs that touch along any axis of ``ids`` (may repeat)."""
-    pairs = []
-    for axis in range(ids.ndim):
-        first = np.delete(ids, -1, axis=axis).ravel()
-        second = np.delete(ids, 0, axis=axis).ravel()
-        differ = first != second
-        pairs.append(np.stack([first[differ], second[differ]], axis=1))
-    return np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
-
-
 def graph_from_feature_mask(mask: Tensor | np.ndarray) -> FeatureGraph:
     """Adjacency of the regions of a feature mask.
 
@@ -260,22 +250,7 @@ def graph_from_feature_mask(mask: Tensor | np.ndarray) -> FeatureGraph:
             Integer ids of shape ``(L,)`` or ``(H, W)``, optionally with leading
             singleton dimensions (``(1, L)``, ``(1, 1, H, W)``).
     """
-    array = _as_numpy(mask, "mask")
-    while array.ndim > 2 and array.shape[0] == 1:
-        array = array[0]
-    if array.ndim not in (1, 2):
-        raise ValueError(
-            f"mask must have shape (L,) or (H, W), with optional leading singleton "
-            f"dimensions, got shape {tuple(np.shape(mask))}."
-        )
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"mask must hold integer feature ids, got dtype {array.dtype}.")
-    if array.size == 0:
-        raise ValueError(f"mask must not be empty, got shape {tuple(np.shape(mask))}.")
-    ids = array.astype(np.int64)
-    if ids.min() < 0:
-        raise ValueError(f"mask ids must be >= 0, got {int(ids.min())}.")
-    return FeatureGraph._from_edge_array(int(ids.max()) + 1, _region_edges(ids))
+    return FeatureGraph.from_feature_mask(mask)
 
 
 def _input_rank(input_shape: Sequence[int]) -> tuple[int, ...]:

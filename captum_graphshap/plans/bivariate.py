@@ -34,7 +34,7 @@ from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
 from ..graphs import FeatureGraph
-from ..graphs.feature_graph import _bits, _masks_to_rows
+from ..graphs.bitsets import masks_to_rows
 from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, shapley_weights
 from .sampling import (
@@ -339,7 +339,7 @@ def _local_plan_cached(
     uni_cols: list[int] = []
     uni_coeffs: list[float] = []
     for i in range(n):
-        others = [node for node in _bits(graph._ball_mask(i, k)) if node != i]
+        others = [node for node in graph.neighbourhood(i, k) if node != i]
         weights = shapley_weights(len(others) + 1)
         for subset in range(1 << len(others)):
             chosen = [others[b] for b in range(len(others)) if subset >> b & 1]
@@ -354,7 +354,7 @@ def _local_plan_cached(
                 pair_rows += [i * n + j, i * n + j]
                 pair_cols += [col_with, col_without]
                 pair_coeffs += [weight, -weight]
-    coalitions = torch.from_numpy(_masks_to_rows(list(column), n).copy())
+    coalitions = torch.from_numpy(masks_to_rows(list(column), n).copy())
 
     def linear(rows: list[int], cols: list[int], coeffs: list[float], size: int) -> SparseLinearMap:
         return SparseLinearMap(
