@@ -195,7 +195,7 @@ def format_target(target: TargetType, batch: int, device: torch.device) -> Tenso
     if isinstance(target, int):
         rows: list[tuple[int, ...]] = [(target,)] * batch
     elif isinstance(target, tuple):
-        if not target or not all(_is_int(t) for t in target):
+        if not target or not all(is_int(t) for t in target):
             raise TypeError(f"target tuple must hold ints, got {target!r}.")
         rows = [tuple(int(t) for t in target)] * batch
     elif isinstance(target, Tensor):
@@ -218,9 +218,9 @@ def format_target(target: TargetType, batch: int, device: torch.device) -> Tenso
             )
         rows = []
         for entry in target:
-            if _is_int(entry):
+            if is_int(entry):
                 rows.append((int(entry),))
-            elif isinstance(entry, tuple) and entry and all(_is_int(t) for t in entry):
+            elif isinstance(entry, tuple) and entry and all(is_int(t) for t in entry):
                 rows.append(tuple(int(t) for t in entry))
             else:
                 raise TypeError(
@@ -294,7 +294,7 @@ def _small_flat_index(target: Tensor, dims: list[int]) -> Tensor:
     return torch.tensor(flat, dtype=torch.long)
 
 
-def _is_int(value: object) -> TypeGuard[numbers.Integral]:
+def is_int(value: object) -> TypeGuard[numbers.Integral]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

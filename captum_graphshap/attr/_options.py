@@ -6,12 +6,12 @@ from typing import Any
 
 import torch
 
-from .._compat import _is_int
+from .._compat import is_int
 
 
 def check_count(value: Any, name: str, minimum: int, advice: str = "") -> int:
     """An int option (a sample count) of at least ``minimum``."""
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
     count = int(value)
     if count < minimum:

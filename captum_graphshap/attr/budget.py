@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._compat import _is_int
+from .._compat import is_int
 from ..engine.plan import Plan
 from ..graphs import FeatureGraph, GridGraph
 from ..plans import stencils
@@ -37,7 +37,7 @@ def check_budget(budget: Any, n_samples: Any) -> int | None:
             f"pass either n_samples={n_samples!r} or budget={budget!r}, not both: budget "
             "(model evaluations per example) chooses n_samples for you."
         )
-    if not _is_int(budget):
+    if not is_int(budget):
         raise TypeError(f"budget must be an int (evaluations per example), got {budget!r}.")
     if int(budget) < 1:
         raise ValueError(f"budget must be >= 1 evaluation per example, got {budget}.")

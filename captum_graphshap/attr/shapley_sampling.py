@@ -19,14 +19,13 @@ from ..plans.control_variates import (
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.sampling import (
     filled_orderings_and_references,
-    mean_and_half_width,
     pair_antithetic,
     permutation_contributions,
     permutation_plan,
     permutation_ranks,
     random_indices,
 )
-from ..uncertainty.intervals import check_confidence, moderated_half_width
+from ..uncertainty.intervals import check_confidence, mean_and_half_width
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution
 from .budget import check_budget, samples_within
@@ -256,13 +255,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if not options.return_uncertainty:
             return Outcome(contributions.mean(dim=1))
         samples = pair_antithetic(contributions) if options.antithetic else contributions
-        if options.interval == "moderated":
-            mean = samples.mean(dim=1)
-            half_width = moderated_half_width(samples, options.confidence)
-        else:
-            mean, half_width = mean_and_half_width(
-                samples, options.confidence, options.interval, generator
-            )
+        mean, half_width = mean_and_half_width(
+            samples, options.confidence, options.interval, generator
+        )
         return Outcome(mean, {"half_width": half_width}, per_feature=("half_width",))
 
     @staticmethod

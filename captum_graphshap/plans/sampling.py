@@ -29,7 +29,6 @@ from torch import Tensor
 from ..engine.plan import DenseCoalitions, Plan, PrefixCoalitions
 
 #: Bootstrap resamples of ``interval="bootstrap"``.
-BOOTSTRAP_RESAMPLES = 1000
 
 
 def uniform(
@@ -155,46 +154,6 @@ def pair_antithetic(contributions: Tensor) -> Tensor:
     """
     half = contributions.shape[1] // 2
     return (contributions[:, :half] + contributions[:, half:]) / 2
-
-
-def mean_and_half_width(
-    samples: Tensor,
-    confidence: float,
-    interval: str,
-    generator: torch.Generator | None,
-) -> tuple[Tensor, Tensor]:
-    """Mean over i.i.d. samples ``(N, K, d)`` and the half-width of its interval.
-
-    ``"t"``: ``t_{K-1} * SSD / sqrt(K)``, SSD the sample standard deviation
-    and ``t_{K-1}`` Student's quantile with ``K - 1`` degrees of freedom
-    (exact for normal samples; Merrick & Taly's normal ``z`` under-covers at
-    few samples). ``"normal"``: the same with the normal ``z``.
-    ``"bootstrap"``: half the distance between the percentile bounds of 1000
-    resampled means, which needs no normality.
-    """
-    from ..uncertainty.intervals import normal_quantile, student_t_quantile
-
-    mean = samples.mean(dim=1)
-    count = samples.shape[1]
-    if interval in ("t", "normal"):
-        spread = samples.std(dim=1, unbiased=True)
-        quantile = (
-            student_t_quantile(confidence, count - 1)
-            if interval == "t"
-            else normal_quantile(confidence)
-        )
-        return mean, quantile * spread / math.sqrt(count)
-    picks = random_indices(count, (BOOTSTRAP_RESAMPLES, count), generator, samples.device)
-    weights = torch.zeros(BOOTSTRAP_RESAMPLES, count, dtype=samples.dtype, device=samples.device)
-    weights.scatter_add_(1, picks, torch.ones_like(picks, dtype=samples.dtype))
-    resampled = torch.einsum("bk,nkd->nbd", weights / count, samples)
-    tail = (1.0 - confidence) / 2
-    bounds = torch.quantile(
-        resampled,
-        torch.tensor([tail, 1.0 - tail], dtype=samples.dtype, device=samples.device),
-        dim=1,
-    )
-    return mean, (bounds[1] - bounds[0]) / 2
 
 
 # ---------------------------------------------------------------- KernelSHAP

@@ -43,6 +43,12 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from ..plans.sampling import (
+    distinct_ids,
+    filled_kernel_pairs,
+    kernel_size_probabilities,
+    sample_kernel_coalitions,
+)
 from .intervals import student_t_quantile
 
 #: Focused sampling (the paper's Alg. 2): candidates drawn per selected row,
@@ -355,8 +361,6 @@ class BayesShapRounds:
         distribution, with memory for the distinct pairs only, whatever the
         budget.
         """
-        from ..plans.sampling import sample_kernel_coalitions
-
         d, device, dtype = self.d, self.v_empty.device, self.v_empty.dtype
         pair_counts = torch.clamp(counts.to(device) // 2, min=1)
         pairs = int(pair_counts.max())
@@ -493,8 +497,6 @@ def filled_draws(
     drawn as multiplicities (:func:`pair_multiplicities`): they need no
     further evaluation.
     """
-    from ..plans.sampling import filled_kernel_pairs
-
     found, counts = filled_kernel_pairs(d, pairs, generator, device)
     left = pairs - int(counts.sum())
     if left <= 0 or found.shape[0] < enumerable_pairs(d):
@@ -513,8 +515,6 @@ def filled_draws(
 def canonical_pairs(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """``(K, d)`` one coalition of each complementary pair (the one holding feature 0,
     not the full one) and ``(K,)`` the pair's probability under the KernelSHAP draw."""
-    from ..plans.sampling import kernel_size_probabilities
-
     codes = torch.arange(2 ** (d - 1), 2**d - 1, device=device)  # bit d-1 set, not all
     members = (codes[:, None] >> torch.arange(d - 1, -1, -1, device=device)) & 1 == 1
     sizes = members.sum(dim=1)
@@ -577,8 +577,6 @@ def _focused_picks(
     picks_count: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The candidates ``(A, C, d)`` of a focused round and the picks ``(A, picks)`` among them."""
-    from ..plans.sampling import sample_kernel_coalitions
-
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
     # candidates and the uniforms that pick among them are shared by the batch
     # (inverse-CDF picks per example): an example's draws do not depend on the others
@@ -615,8 +613,6 @@ def _filled_focused_design(
     example has ``width`` distinct pairs, or the candidates run out; each
     pair is counted as often as it was picked (0: padding).
     """
-    from ..plans.sampling import distinct_ids
-
     candidates, chosen = _focused_picks(
         posterior, examples, width, d, generator, FOCUS_FILL_PICKS_PER_PAIR * width
     )
