@@ -145,7 +145,11 @@ def contenders(case: Case, n_samples: int, permutations: int) -> dict[str, Calla
             case.inputs, estimator="kernel", n_samples=n_samples, generator=seeded(), **common
         ),
         "bivariate sampling": lambda: bivariate.attribute(
-            case.inputs, estimator="permutation", n_samples=permutations, generator=seeded(), **common
+            case.inputs,
+            estimator="permutation",
+            n_samples=permutations,
+            generator=seeded(),
+            **common,
         ),
         "PairedKernelShap": lambda: PairedKernelShap(case.model).attribute(
             case.inputs, n_samples=n_samples, generator=seeded(), **common

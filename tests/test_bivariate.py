@@ -378,7 +378,9 @@ def test_rows_are_deduplicated_and_counted():
     # at most the 62 interior coalitions + 2 endpoints, each once, for 3 examples
     assert model.rows <= 64 * 3
     model.rows = 0
-    explainer.attribute(x, target=0, estimator="permutation", n_samples=3, generator=torch.Generator())
+    explainer.attribute(
+        x, target=0, estimator="permutation", n_samples=3, generator=torch.Generator()
+    )
     assert model.rows <= (2 + 3 * 5) * 3
     model.rows = 0
     explainer.attribute(x, target=0)

@@ -123,9 +123,7 @@ def graph_plans_within(
                 "(feature_mask: patches, superpixels), or over_budget='kernel' for C-Shapley's "
                 "kernel variant within the budget."
             )
-        plans.append(
-            _kernel_within(graph, budget, references, per_plan_extra, who, order, refusal)
-        )
+        plans.append(_kernel_within(graph, budget, references, per_plan_extra, who, order, refusal))
     return plans
 
 
