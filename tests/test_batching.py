@@ -269,7 +269,7 @@ def test_graph_budget_degrades_to_the_regression_variant_that_fits():
         x, target=0, budget=40, over_budget="kernel", return_evaluations=True
     )
     assert small.n_evaluations.tolist() == [38, 38]
-    with pytest.raises(ValueError, match="even its regression variant"):
+    with pytest.raises(ValueError, match="even its kernel variant"):
         cg.LShapley(Counting(36)).attribute(x, target=0, budget=20, over_budget="kernel")
 
 
