@@ -3,7 +3,7 @@
 Prints, measured in one run:
 
 1. Seconds per explained example for the whole bivariate matrix with
-   ``method="kernel"`` (the paper's Alg. 2) and ``method="sampling"`` (Alg. 1),
+   ``estimator="kernel"`` (the paper's Alg. 2) and ``estimator="permutation"`` (Alg. 1),
    beside one univariate KernelSHAP (``PairedKernelShap``) at the same
    ``n_samples`` (the same paired draws, so the same model rows), univariate
    permutation sampling (``ShapleySampling``) at the same permutations, and
@@ -142,10 +142,14 @@ def contenders(case: Case, n_samples: int, permutations: int) -> dict[str, Calla
     bivariate = BivariateShapley(case.model)
     return {
         "bivariate kernel": lambda: bivariate.attribute(
-            case.inputs, method="kernel", n_samples=n_samples, generator=seeded(), **common
+            case.inputs, estimator="kernel", n_samples=n_samples, generator=seeded(), **common
         ),
         "bivariate sampling": lambda: bivariate.attribute(
-            case.inputs, method="sampling", n_samples=permutations, generator=seeded(), **common
+            case.inputs,
+            estimator="permutation",
+            n_samples=permutations,
+            generator=seeded(),
+            **common,
         ),
         "PairedKernelShap": lambda: PairedKernelShap(case.model).attribute(
             case.inputs, n_samples=n_samples, generator=seeded(), **common
@@ -223,7 +227,7 @@ def table_two(digits: Digits, count: int, taus: list[float]) -> None:
     matrix, shapley = BivariateShapley(model).attribute(
         inputs,
         target=predicted,
-        method="kernel",
+        estimator="kernel",
         generator=torch.Generator().manual_seed(0),
         return_shapley=True,
     )

@@ -40,8 +40,8 @@ CONTENDERS = (
         ShapleySampling,
         {"antithetic": False, "control_variate": "taylor"},
     ),
-    ("BivariateShapley kernel", BivariateShapley, {"method": "kernel"}),
-    ("BivariateShapley sampling", BivariateShapley, {"method": "sampling"}),
+    ("BivariateShapley kernel", BivariateShapley, {"estimator": "kernel"}),
+    ("BivariateShapley permutation", BivariateShapley, {"estimator": "permutation"}),
 )
 
 

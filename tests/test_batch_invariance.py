@@ -29,8 +29,8 @@ CASES = [
     ],
     (cg.BayesShap, {"budget": 60}),
     (cg.BayesShap, {"budget": 60, "focused": True}),
-    (cg.BivariateShapley, {"method": "sampling", "budget": 200}),
-    (cg.BivariateShapley, {"method": "kernel", "budget": 200}),
+    (cg.BivariateShapley, {"estimator": "permutation", "budget": 200}),
+    (cg.BivariateShapley, {"estimator": "kernel", "budget": 200}),
 ]
 
 

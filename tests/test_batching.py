@@ -254,23 +254,23 @@ def test_graph_budget_degrades_to_the_regression_variant_that_fits():
     budget = 100
     assert full > budget
     out = cg.CShapley(model).attribute(
-        x, target=0, k=2, budget=budget, over_budget="regression", return_evaluations=True
+        x, target=0, k=2, budget=budget, over_budget="kernel", return_evaluations=True
     )
     # squares of side 1 and 2 (36 + 25) and the empty and full sets: k' = 2 fits
     assert len(c_shapley_regression_plan(GridGraph(6, 6), 2)) == 63
     assert out.n_evaluations.tolist() == [63, 63]
-    reference = cg.CShapley(Counting(36)).attribute(x, target=0, k=2, method="regression")
+    reference = cg.CShapley(Counting(36)).attribute(x, target=0, max_size=2, estimator="kernel")
     assert torch.allclose(out.attributions, reference, atol=1e-10)
     totals = out.attributions.sum(dim=(1, 2, 3))
     gain = (model(x) - model(torch.zeros_like(x)))[:, 0]
     assert torch.allclose(totals, gain.detach(), atol=1e-5)  # efficiency
     # a budget of 40 leaves only single pixels (36 + 2)
     small = cg.LShapley(Counting(36)).attribute(
-        x, target=0, budget=40, over_budget="regression", return_evaluations=True
+        x, target=0, budget=40, over_budget="kernel", return_evaluations=True
     )
     assert small.n_evaluations.tolist() == [38, 38]
-    with pytest.raises(ValueError, match="even its regression variant"):
-        cg.LShapley(Counting(36)).attribute(x, target=0, budget=20, over_budget="regression")
+    with pytest.raises(ValueError, match="even its kernel variant"):
+        cg.LShapley(Counting(36)).attribute(x, target=0, budget=20, over_budget="kernel")
 
 
 def test_graph_budget_arguments_are_checked():
@@ -279,7 +279,7 @@ def test_graph_budget_arguments_are_checked():
     with pytest.raises(ValueError, match="over_budget must be one of"):
         cg.CShapley(model).attribute(x, target=0, budget=10, over_budget="sample")
     with pytest.raises(ValueError, match="needs budget="):
-        cg.CShapley(model).attribute(x, target=0, over_budget="regression")
+        cg.CShapley(model).attribute(x, target=0, over_budget="kernel")
     with pytest.raises(TypeError, match="budget must be an int"):
         cg.CShapley(model).attribute(x, target=0, budget=1.5)
     assert model.rows == 0

@@ -147,11 +147,11 @@ def test_or_model_has_exactly_one_mutually_redundant_group():
     x = torch.ones(1, 4)
     for method, kwargs, gamma in [
         ("exact", {}, 1e-9),
-        ("sampling", {"n_samples": 50}, 1e-9),  # j before i in {0,1,2}: gain exactly 0
+        ("permutation", {"n_samples": 50}, 1e-9),  # j before i in {0,1,2}: gain exactly 0
         ("kernel", {"n_samples": 4000}, 0.03),
     ]:
         matrix = BivariateShapley(or_model).attribute(
-            x, baselines=0.0, method=method, generator=torch.Generator().manual_seed(0), **kwargs
+            x, baselines=0.0, estimator=method, generator=torch.Generator().manual_seed(0), **kwargs
         )
         groups = ExplanationGraph(matrix[0]).mutually_redundant_groups(gamma)
         assert groups == [{0, 1, 2}], method
@@ -177,7 +177,7 @@ def test_token_ids_with_embedding_model():
         v = model_game(model, tokens[n], torch.zeros(5, dtype=torch.long), torch.arange(5))
         torch.testing.assert_close(got[n].double(), brute_bivariate(v, 5), rtol=0, atol=1e-6)
     sampled = BivariateShapley(model).attribute(
-        tokens, baselines=0, method="sampling", n_samples=20, generator=torch.Generator()
+        tokens, baselines=0, estimator="permutation", n_samples=20, generator=torch.Generator()
     )
     assert sampled.shape == (2, 5, 5)
 
@@ -191,7 +191,7 @@ class TupleModel(nn.Module):
         return self.net(torch.cat([first, second.flatten(1)], dim=1)) * scale[:, None]
 
 
-@pytest.mark.parametrize("method", ["exact", "sampling", "kernel"])
+@pytest.mark.parametrize("method", ["exact", "permutation", "kernel"])
 def test_tuple_inputs_and_feature_masks_match_the_concatenated_input(method):
     x1 = torch.randn(3, 3, dtype=torch.float64)
     x2 = torch.randn(3, 1, 2, dtype=torch.float64)
@@ -204,7 +204,7 @@ def test_tuple_inputs_and_feature_masks_match_the_concatenated_input(method):
         target=1,
         additional_forward_args=(scale,),
         feature_mask=masks,
-        method=method,
+        estimator=method,
         n_samples=None if method == "exact" else 64,
         generator=torch.Generator().manual_seed(seed),
     )
@@ -219,7 +219,7 @@ def test_tuple_inputs_and_feature_masks_match_the_concatenated_input(method):
         target=1,
         additional_forward_args=(scale,),
         feature_mask=torch.tensor([[2, 0, 1, 3, 1]]),
-        method=method,
+        estimator=method,
         n_samples=None if method == "exact" else 64,
         generator=torch.Generator().manual_seed(seed),
     )
@@ -260,7 +260,7 @@ def test_sampling_and_kernel_converge_to_the_exact_matrix():
     explainer = BivariateShapley(model)
     exact, exact_phi = explainer.attribute(x, target=0, return_shapley=True)
     scale = float(exact.abs().mean())
-    for method, budgets in [("sampling", [16, 256, 4096]), ("kernel", [16, 256, 16384])]:
+    for method, budgets in [("permutation", [16, 256, 4096]), ("kernel", [16, 256, 16384])]:
         errors = []
         for n_samples in budgets:
             # average over seeds so the test checks the trend, not one draw
@@ -268,7 +268,7 @@ def test_sampling_and_kernel_converge_to_the_exact_matrix():
                 explainer.attribute(
                     x,
                     target=0,
-                    method=method,
+                    estimator=method,
                     n_samples=n_samples,
                     generator=torch.Generator().manual_seed(seed),
                     return_shapley=True,
@@ -337,7 +337,7 @@ def test_kernel_univariate_output_is_paired_kernelshap_on_the_same_draws():
     _, phi = BivariateShapley(model).attribute(
         x,
         target=1,
-        method="kernel",
+        estimator="kernel",
         n_samples=30,
         generator=torch.Generator().manual_seed(4),
         return_shapley=True,
@@ -357,7 +357,7 @@ def test_kernel_with_a_budget_fills_it_and_is_paired_kernelshap_on_the_same_draw
     _, phi, evaluations = BivariateShapley(model).attribute(
         x,
         target=1,
-        method="kernel",
+        estimator="kernel",
         budget=60,
         generator=torch.Generator().manual_seed(4),
         return_shapley=True,
@@ -374,18 +374,20 @@ def test_rows_are_deduplicated_and_counted():
     model = CountingModel(mlp(6, dtype=torch.float64))
     x = torch.randn(3, 6, dtype=torch.float64)
     explainer = BivariateShapley(model)
-    explainer.attribute(x, target=0, method="kernel", n_samples=200, generator=torch.Generator())
+    explainer.attribute(x, target=0, estimator="kernel", n_samples=200, generator=torch.Generator())
     # at most the 62 interior coalitions + 2 endpoints, each once, for 3 examples
     assert model.rows <= 64 * 3
     model.rows = 0
-    explainer.attribute(x, target=0, method="sampling", n_samples=3, generator=torch.Generator())
+    explainer.attribute(
+        x, target=0, estimator="permutation", n_samples=3, generator=torch.Generator()
+    )
     assert model.rows <= (2 + 3 * 5) * 3
     model.rows = 0
     explainer.attribute(x, target=0)
     assert model.rows == 2**6 * 3
 
 
-@pytest.mark.parametrize("method", ["sampling", "kernel"])
+@pytest.mark.parametrize("method", ["permutation", "kernel"])
 def test_generator_makes_results_reproducible(method):
     model = mlp(8, dtype=torch.float64, seed=4)
     x = torch.randn(2, 8, dtype=torch.float64)
@@ -395,7 +397,7 @@ def test_generator_makes_results_reproducible(method):
         return explainer.attribute(
             x,
             target=2,
-            method=method,
+            estimator=method,
             n_samples=40,
             generator=torch.Generator().manual_seed(seed),
         )
@@ -410,9 +412,9 @@ def test_single_feature():
     x = torch.randn(2, 3, dtype=torch.float64)
     mask = torch.zeros(1, 3, dtype=torch.long)
     gain = model(x)[:, 0] - model(torch.zeros(1, 3, dtype=torch.float64))[0, 0]
-    for method in ["exact", "sampling", "kernel"]:
+    for method in ["exact", "permutation", "kernel"]:
         matrix, phi = BivariateShapley(model).attribute(
-            x, target=0, feature_mask=mask, method=method, return_shapley=True
+            x, target=0, feature_mask=mask, estimator=method, return_shapley=True
         )
         assert torch.equal(matrix, torch.zeros(2, 1, 1, dtype=torch.float64)), method
         torch.testing.assert_close(phi[:, 0], gain.detach(), rtol=0, atol=1e-12)
@@ -483,18 +485,18 @@ X = torch.randn(2, 5)
 @pytest.mark.parametrize(
     "kwargs, error, fragment",
     [
-        (dict(method="shapley"), ValueError, "method must be one of"),
-        (dict(method="kernel", n_samples=9), ValueError, "at least 2 d = 10"),
-        (dict(method="sampling", n_samples=0), ValueError, "n_samples must be >= 1"),
-        (dict(method="sampling", n_samples=2.5), TypeError, "n_samples"),
-        (dict(method="kernel", n_samples=True), TypeError, "n_samples"),
-        (dict(n_samples=10), ValueError, "not used by method='exact'"),
+        (dict(estimator="shapley"), ValueError, "estimator must be one of"),
+        (dict(estimator="kernel", n_samples=9), ValueError, "at least 2 d = 10"),
+        (dict(estimator="permutation", n_samples=0), ValueError, "n_samples must be >= 1"),
+        (dict(estimator="permutation", n_samples=2.5), TypeError, "n_samples"),
+        (dict(estimator="kernel", n_samples=True), TypeError, "n_samples"),
+        (dict(n_samples=10), ValueError, "not used by estimator='exact'"),
         (dict(generator=0), TypeError, "generator"),
-        (dict(graph=LineGraph(5), method="kernel"), ValueError, "method='exact'"),
+        (dict(graph=LineGraph(5), estimator="kernel"), ValueError, "estimator='exact'"),
         (dict(graph=LineGraph(5), k=-1), ValueError, "k must be >= 0"),
         (dict(graph=LineGraph(4)), ValueError, "graph has 4 nodes"),
         (dict(graph="line"), TypeError, "graph must be"),
-        (dict(method="sampling", n_samples=2**19), ValueError, "coalitions per example"),
+        (dict(estimator="permutation", n_samples=2**19), ValueError, "coalitions per example"),
     ],
     ids=str,
 )

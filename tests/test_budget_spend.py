@@ -195,15 +195,15 @@ def test_sampled_references_with_a_budget_are_batch_invariant():
         torch.testing.assert_close(alone[0], batch[i], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["kernel", "sampling"])
-def test_bivariate_shapley_spends_the_budget_too(method):
+@pytest.mark.parametrize("estimator", ["kernel", "permutation"])
+def test_bivariate_shapley_spends_the_budget_too(estimator):
     d, budget = 14, 1024
     model = torch.nn.Linear(d, 1).double()
     x = torch.randn(2, d, dtype=torch.float64, generator=seeded(16))
     _, phi, evaluations = cg.BivariateShapley(model).attribute(
         x,
         target=0,
-        method=method,
+        estimator=estimator,
         budget=budget,
         generator=seeded(17),
         return_shapley=True,

@@ -73,8 +73,8 @@ BUDGETED = {
     "Shear": (cg.Shear, {"cross_contribution": "hessian"}),
     "PairedKernelShap": (cg.PairedKernelShap, {}),
     "BayesShap": (cg.BayesShap, {}),
-    "BivariateShapley-sampling": (cg.BivariateShapley, {"method": "sampling"}),
-    "BivariateShapley-kernel": (cg.BivariateShapley, {"method": "kernel"}),
+    "BivariateShapley-permutation": (cg.BivariateShapley, {"estimator": "permutation"}),
+    "BivariateShapley-kernel": (cg.BivariateShapley, {"estimator": "kernel"}),
 }
 #: forward equivalents Shear adds per example for its Hessian cross-contributions
 #: (ShearOptions: one gradient-tracked check forward plus 4 per Hessian-vector
@@ -151,7 +151,7 @@ class TokenModel(nn.Module):
 def options_for(cls, **extra):
     """The class's cheap options, with a fresh seeded generator where it draws."""
     out = dict(CLASSES[cls][1])
-    if cls in RANDOMISED or extra.get("method") in ("kernel", "sampling"):
+    if cls in RANDOMISED or extra.get("estimator") in ("kernel", "permutation"):
         out["generator"] = torch.Generator().manual_seed(0)
     out.update(extra)
     return out
@@ -414,10 +414,10 @@ def test_bivariate_exact_matrix_against_its_definition(captum_shapley):
     torch.testing.assert_close(out[0], _brute_bivariate(v, D), atol=1e-8, rtol=1e-8)
 
 
-@pytest.mark.parametrize("method", ["sampling", "kernel"])
-def test_bivariate_sampled_matrices_have_a_zero_diagonal(method):
+@pytest.mark.parametrize("estimator", ["permutation", "kernel"])
+def test_bivariate_sampled_matrices_have_a_zero_diagonal(estimator):
     out = cg.BivariateShapley(CountingModel()).attribute(
-        X, target=0, **options_for(cg.BivariateShapley, method=method)
+        X, target=0, **options_for(cg.BivariateShapley, estimator=estimator)
     )
     assert out.shape == (N, D, D)
     assert bool((out.diagonal(dim1=1, dim2=2) == 0).all()) and bool(out.abs().sum() > 0)
@@ -488,8 +488,8 @@ def test_target_out_of_range_is_refused_after_one_probing_call(cls):
 # Shear's regression estimator enumerates every coalition once its d N rows
 # cover 2^d (n_samples=16 at d=6 is exact Shapley, whatever the seed)
 SEEDED = [(c, {"n_samples": 4} if c is cg.Shear else {}) for c in RANDOMISED] + [
-    (cg.BivariateShapley, {"method": "sampling"}),
-    (cg.BivariateShapley, {"method": "kernel"}),
+    (cg.BivariateShapley, {"estimator": "permutation"}),
+    (cg.BivariateShapley, {"estimator": "kernel"}),
 ]
 
 

@@ -163,7 +163,7 @@ METHODS = [
     (LShapley, dict(k=1)),
     (LShapley, dict(k=2, context="input")),
     (CShapley, dict(k=2)),
-    (CShapley, dict(k=2, method="regression")),
+    (CShapley, dict(max_size=2, estimator="kernel")),
 ]
 
 

@@ -250,7 +250,7 @@ def test_rows_are_shared_across_examples_of_a_batch():
 def test_regression_solves_the_constrained_kernel_least_squares():
     d, k = 6, 2
     game = random_table_game(d, seed=21)
-    got = explain_table(CShapley, game, graph=LineGraph(d), k=k, method="regression")
+    got = explain_table(CShapley, game, graph=LineGraph(d), max_size=k, estimator="kernel")
     # Independent solve: KKT system of the weighted least squares with efficiency.
     windows = [list(range(s, s + w)) for w in range(1, k + 1) for s in range(d - w + 1)]
     z = np.zeros((len(windows), d))
@@ -279,7 +279,7 @@ def test_regression_on_a_grid_uses_squares_and_is_efficient():
 
     counter = RowCounter(nn.Identity())
     got = CShapley(lambda z: flat_model(counter(z))).attribute(
-        image, target=1, k=2, method="regression"
+        image, target=1, max_size=2, estimator="kernel"
     )
     # empty + 16 pixels + 9 two-by-two squares + full image, per example
     assert counter.rows == 2 * (1 + 16 + 9 + 1)
@@ -320,7 +320,7 @@ def test_bad_arguments(method, kwargs, error, fragment):
     ("kwargs", "fragment"),
     [
         (dict(weights="uniform"), "weights must be one of"),
-        (dict(method="kernel"), "method must be"),
+        (dict(estimator="permutation"), "estimator must be"),
     ],
 )
 def test_bad_c_shapley_options(kwargs, fragment):

@@ -53,7 +53,7 @@ KERNEL = {
 }
 SHEAR = {
     name: Case("Shear", (("estimator", name),), efficient=name != "paper", derivatives=True)
-    for name in ("regression", "regression_mc", "paper")
+    for name in ("cubic", "regression_mc", "paper")
 }
 CASES = [
     Case("ExactShapley", budgeted=False),
@@ -69,8 +69,8 @@ CASES = [
     Case("MyersonValue", budgeted=False),
     Case("LShapley", (("k", 1),), efficient=False, budgeted=False),
     Case("CShapley", (("k", 2),), efficient=False, budgeted=False),
-    Case("BivariateShapley", (("method", "sampling"),), efficient=False),
-    Case("BivariateShapley", (("method", "kernel"),), efficient=False),
+    Case("BivariateShapley", (("estimator", "permutation"),), efficient=False),
+    Case("BivariateShapley", (("estimator", "kernel"),), efficient=False),
     Case("ShapleyResiduals", efficient=False, budgeted=False),
 ]
 
@@ -132,8 +132,8 @@ def _explain(case: Case, model: CountingModel, x: torch.Tensor, budget: int | No
 # the failures of issue 19, kept as fixed examples
 @example(KERNEL["cubic"], 2, 30, False, "float32", "smooth", 0)
 @example(KERNEL["stratified"], 2, 3, False, "float64", "relu", 1)
-@example(SHEAR["regression"], 1, 4, False, "float32", "smooth", 0)
-@example(SHEAR["regression"], 2, 8, False, "float64", "smooth", 2)
+@example(SHEAR["cubic"], 1, 4, False, "float32", "smooth", 0)
+@example(SHEAR["cubic"], 2, 8, False, "float64", "smooth", 2)
 @example(KERNEL["regression_mc"], 4, 3, False, "float64", "relu", 3)
 @example(KERNEL["regression_mc"], 4, 5, False, "float32", "smooth", 1)
 @example(Case("PairedKernelShap"), 1, 0, False, "float64", "smooth", 0)

@@ -42,6 +42,7 @@ from ._options import check_flag
 from .docs import publish_signature
 from .dummies import explain_present_features
 from .guards import check_finite_result, model_state_kept
+from .renames import NO_RENAMES, Renames, apply_renames
 from .result import (
     Attributions,
     Explanation,
@@ -95,6 +96,8 @@ class GameAttribution(PerturbationAttribution):
     progress_desc: ClassVar[str] = ""
     #: the keyword-only options and their checks
     Options: ClassVar[type[Options]] = Options
+    #: old option spellings still accepted, with a warning (``attr/renames.py``)
+    renames: ClassVar[Renames] = NO_RENAMES
     #: whether, without ``feature_mask``, sequences have one feature per
     #: position and images one per pixel (graph methods)
     graph_mask: ClassVar[bool] = False
@@ -296,6 +299,7 @@ class GameAttribution(PerturbationAttribution):
         )
 
     def _options(self, options: dict[str, Any]) -> Any:
+        options = apply_renames(type(self).__name__, options, self.renames)
         try:
             return self.Options(**options)
         except TypeError as error:

@@ -27,8 +27,10 @@ from ._options import check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget, samples_within
 from .graph_family import GraphArgument, check_order, evaluate_plans, resolve_graphs
+from .renames import Renames
 
-METHODS = ("exact", "sampling", "kernel")
+#: ``estimator=`` choices of :class:`BivariateShapley`
+BIVARIATE_ESTIMATORS = ("exact", "permutation", "kernel")
 
 #: Largest number of features: the output holds d^2 values per example.
 MAX_FEATURES = 4096
@@ -39,14 +41,16 @@ class BivariateOptions(Options):
     """Options of :class:`BivariateShapley`.
 
     Args:
-        n_samples: permutations for ``"sampling"`` (default 100), coalitions
+        n_samples: permutations for ``"permutation"`` (default 100), coalitions
             for ``"kernel"`` (default ``2 d + 2048``, at least ``2 d``); must
             be None for ``"exact"`` and the graph-local variant.
         budget: model evaluations per example instead of ``n_samples``
-            (``"sampling"``: ``2 + (d - 1)`` per permutation; ``"kernel"``:
+            (``"permutation"``: ``2 + (d - 1)`` per permutation; ``"kernel"``:
             ``budget - 2`` coalitions).
-        method: ``"exact"``, ``"sampling"`` or ``"kernel"``.
-        generator: the random source of ``"sampling"`` and ``"kernel"``; the
+        estimator: ``"exact"``, ``"permutation"`` or ``"kernel"`` (``method=``
+            and ``"sampling"`` before: still accepted for one release, with a
+            warning).
+        generator: the random source of ``"permutation"`` and ``"kernel"``; the
             same seed gives the same result.
         graph: the feature graph of the graph-local variant (a
             :class:`~captum_graphshap.FeatureGraph` or one per example);
@@ -63,30 +67,30 @@ class BivariateOptions(Options):
     n_samples: int | None = None
     budget: int | None = None
     graph: GraphArgument = None
-    method: str = "exact"
+    estimator: str = "exact"
     generator: torch.Generator | None = None
     k: int | None = None
     return_shapley: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_choice(self.method, METHODS, "method")
+        check_choice(self.estimator, BIVARIATE_ESTIMATORS, "estimator")
         check_generator(self.generator)
         check_budget(self.budget, self.n_samples)
         if self.local:
             if self.k is not None:
                 check_order(self.k)
-            if self.method != "exact":
+            if self.estimator != "exact":
                 raise ValueError(
                     f"graph= selects the graph-local variant, which enumerates each "
-                    f"neighbourhood exactly; use method='exact' with it, not {self.method!r}."
+                    f"neighbourhood exactly; use estimator='exact' with it, not {self.estimator!r}."
                 )
-        if self.budget is not None and self.method == "exact":
+        if self.budget is not None and self.estimator == "exact":
             raise ValueError(
-                "budget= is for method='sampling' or 'kernel'; method='exact' enumerates "
+                "budget= is for estimator='permutation' or 'kernel'; estimator='exact' enumerates "
                 "its coalitions."
             )
-        _check_samples(self.n_samples, self.method, self.local)
+        _check_samples(self.n_samples, self.estimator, self.local)
 
     @property
     def local(self) -> bool:
@@ -113,11 +117,11 @@ class BivariateShapley(SampledAttribution):
     redundant features (``E2[i, j] = E2[j, i] = 0``: either one suffices),
     directional redundancy and, through PageRank, the most influential ones.
 
-    Methods (``E2[i, j]`` is the Shapley value of ``i`` in the game
+    Estimators (``estimator=``; ``E2[i, j]`` is the Shapley value of ``i`` in the game
     ``1[j in S] v(S)``, which every one of them exploits):
 
     - ``"exact"``: all ``2^d`` coalitions; refuses ``d > 20`` with the count.
-    - ``"sampling"``: the paper's Alg. 1; ``n_samples`` permutations (default
+    - ``"permutation"``: the paper's Alg. 1; ``n_samples`` permutations (default
       100), ``d - 1`` rows each; unbiased.
     - ``"kernel"``: the paper's Alg. 2; ``n_samples`` paired coalitions from
       the Shapley kernel (default ``2 d + 2048``, at least ``2 d``, odd
@@ -132,7 +136,7 @@ class BivariateShapley(SampledAttribution):
       cost linear in ``d`` on bounded-degree graphs
       (:func:`~captum_graphshap.plans.bivariate.local_plan`).
 
-    All methods share one plan across the batch, evaluate each distinct
+    All estimators share one plan across the batch, evaluate each distinct
     coalition once, and run on the inputs' device.
 
     Example:
@@ -145,22 +149,25 @@ class BivariateShapley(SampledAttribution):
 
     progress_desc = "Bivariate Shapley attribution"
     Options = BivariateOptions
+    renames = Renames(
+        options={"method": "estimator"}, values={"estimator": {"sampling": "permutation"}}
+    )
 
     def uses_graph_mask(self, options: BivariateOptions) -> bool:
         return options.local
 
     @staticmethod
     def _plan(options: BivariateOptions, d: int, device: torch.device) -> Plan:
-        if options.method == "exact":
+        if options.estimator == "exact":
             return bivariate_exact_plan(d, device)
-        if options.method == "sampling":
+        if options.estimator == "permutation":
             count = _permutations(options, d)
-            _check_rows(permutation_rows(d, count), options.method, count)
+            _check_rows(permutation_rows(d, count), options.estimator, count)
             return bivariate_permutation_plan(
                 d, count, options.generator, device, budget=options.budget
             )
         count = _kernel_samples(options, d)
-        _check_rows(kernel_rows(count), options.method, count)
+        _check_rows(kernel_rows(count), options.estimator, count)
         fill = options.budget is not None  # budget= counts distinct evaluations: spend them
         return bivariate_kernel_plan(d, count, options.generator, device, fill=fill)
 
@@ -198,7 +205,7 @@ class BivariateShapley(SampledAttribution):
 
 def _permutations(options: BivariateOptions, d: int) -> int:
     if options.budget is not None:
-        return samples_within(options.budget, 2, max(1, d - 1), 1, "BivariateShapley(sampling)")
+        return samples_within(options.budget, 2, max(1, d - 1), 1, "BivariateShapley(permutation)")
     return DEFAULT_PERMUTATIONS if options.n_samples is None else options.n_samples
 
 
@@ -209,10 +216,10 @@ def _kernel_samples(options: BivariateOptions, d: int) -> int:
     count = default_kernel_samples(d) if options.n_samples is None else options.n_samples
     if count < min_kernel_samples(d):
         raise ValueError(
-            f"n_samples={count} is too small for method='kernel' with d = {d} "
+            f"n_samples={count} is too small for estimator='kernel' with d = {d} "
             f"features: the least squares needs at least 2 d = {min_kernel_samples(d)} "
             "coalitions (d complementary pairs); pass a larger n_samples or use "
-            "method='sampling'."
+            "estimator='permutation'."
         )
     return count
 
@@ -222,14 +229,14 @@ class _Progress(NamedTuple):
     desc: str
 
 
-def _check_samples(n_samples: Any, method: str, local: bool) -> int | None:
+def _check_samples(n_samples: Any, estimator: str, local: bool) -> int | None:
     if n_samples is None:
         return None
-    if method == "exact":
-        where = "the graph-local variant" if local else "method='exact'"
+    if estimator == "exact":
+        where = "the graph-local variant" if local else "estimator='exact'"
         raise ValueError(
             f"n_samples is not used by {where}, which enumerates its coalitions; leave it None "
-            "or choose method='sampling' or 'kernel'."
+            "or choose estimator='permutation' or 'kernel'."
         )
     if isinstance(n_samples, bool) or not isinstance(n_samples, int):
         raise TypeError(
@@ -240,11 +247,11 @@ def _check_samples(n_samples: Any, method: str, local: bool) -> int | None:
     return n_samples
 
 
-def _check_rows(rows: int, method: str, count: int) -> None:
+def _check_rows(rows: int, estimator: str, count: int) -> None:
     check_plan_size(
         rows,
         MAX_COALITIONS,
-        f"BivariateShapley(method={method!r}) with n_samples={count}",
+        f"BivariateShapley(estimator={estimator!r}) with n_samples={count}",
         "use a smaller n_samples or group features with feature_mask.",
     )
 

@@ -11,8 +11,8 @@ evaluations actually made come back as ``n_evaluations``.
 
 The graph methods (Myerson, L-/C-Shapley) have no samples to choose: their
 plan is fixed by the graph and ``k``. For them ``budget`` is a cap: a plan
-over it is refused with its count, or, with ``over_budget="regression"``,
-replaced by C-Shapley's regression variant within the budget.
+over it is refused with its count, or, with ``over_budget="kernel"``,
+replaced by C-Shapley's kernel variant within the budget.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def samples_within(budget: int, fixed: int, per_sample: int, minimum: int, metho
 # ------------------------------------------------------------------ graph methods
 
 #: What a graph method does when its plan needs more evaluations than ``budget``.
-OVER_BUDGET = ("refuse", "regression")
-#: The regression variant solves a ``d x d`` system over a dense ``(M, d)``
+OVER_BUDGET = ("refuse", "kernel")
+#: The kernel variant solves a ``d x d`` system over a dense ``(M, d)``
 #: design: above this many features it is refused instead.
 REGRESSION_MAX_FEATURES = 4096
 
@@ -72,7 +72,7 @@ def check_graph_budget(budget: Any, over_budget: Any) -> int | None:
     if budget is None:
         if over_budget != "refuse":
             raise ValueError(
-                "over_budget='regression' needs budget= (the most model evaluations per "
+                "over_budget='kernel' needs budget= (the most model evaluations per "
                 "example) to know when to switch."
             )
         return None
@@ -87,18 +87,18 @@ def graph_plans_within(
     over_budget: str,
     per_plan_extra: int,
     references: int,
-    method: str,
+    who: str,
     order: int,
 ) -> list[Plan]:
-    """The plan of each graph, or a refusal or the regression variant above ``budget``.
+    """The plan of each graph, or a refusal or the kernel variant above ``budget``.
 
     Every plan is built first (plans are cheap next to their evaluation, and
     the refusal then gives the exact count). A plan costs ``len(plan) *
     references + per_plan_extra`` evaluations per example. Without ``budget``
     the builders' limits hold (``2^22`` coalitions on grids and lines, ``2^20``
     on graphs enumerated set by set); a larger ``budget`` raises them. With
-    ``over_budget="regression"`` a plan over the budget is replaced by
-    C-Shapley's regression variant (Chen et al. Sec. 4.3.2) over the connected
+    ``over_budget="kernel"`` a plan over the budget is replaced by
+    C-Shapley's kernel variant (Chen et al. Sec. 4.3.2) over the connected
     sets of the largest size bound ``k' <= max(order, 1)`` that fits.
     """
     limit = budget if budget is not None and budget > MAX_COALITIONS else None
@@ -118,32 +118,30 @@ def graph_plans_within(
         assert budget is not None
         if over_budget == "refuse":
             raise ValueError(
-                f"{method} would make {needed:,} model evaluations per example, above "
+                f"{who} would make {needed:,} model evaluations per example, above "
                 f"budget={budget:,}. Pass a larger budget, a smaller k, fewer features "
-                "(feature_mask: patches, superpixels), or over_budget='regression' for the "
-                "regression variant within the budget."
+                "(feature_mask: patches, superpixels), or over_budget='kernel' for C-Shapley's "
+                "kernel variant within the budget."
             )
-        plans.append(
-            _regression_within(graph, budget, references, per_plan_extra, method, order, refusal)
-        )
+        plans.append(_kernel_within(graph, budget, references, per_plan_extra, who, order, refusal))
     return plans
 
 
-def _regression_within(
+def _kernel_within(
     graph: FeatureGraph,
     budget: int,
     references: int,
     extra: int,
-    method: str,
+    who: str,
     order: int,
     refusal: str,
 ) -> Plan:
-    """C-Shapley's regression plan with the largest size bound that fits ``budget``."""
+    """C-Shapley's kernel-variant plan with the largest size bound that fits ``budget``."""
     d = graph.num_nodes
     why = f" ({refusal})" if refusal else ""
     if d > REGRESSION_MAX_FEATURES:
         raise ValueError(
-            f"{method} is over budget={budget:,}{why}, and the regression variant solves a "
+            f"{who} is over budget={budget:,}{why}, and the kernel variant solves a "
             f"d x d system: d = {d:,} features is above {REGRESSION_MAX_FEATURES:,}. Group "
             "elements into fewer features (patches, superpixels) or raise budget."
         )
@@ -158,14 +156,14 @@ def _regression_within(
         if len(plan) * references + extra <= budget:
             return plan
     raise ValueError(
-        f"{method} is over budget={budget:,}{why}, and even its regression variant with "
+        f"{who} is over budget={budget:,}{why}, and even its kernel variant with "
         f"single features needs {(d + 2) * references + extra:,} evaluations per example; "
         "raise budget."
     )
 
 
 def regression_family_size(graph: FeatureGraph, k: int) -> int | None:
-    """Coalitions of the regression variant on a grid or a line (None: other graphs).
+    """Coalitions of the kernel variant on a grid or a line (None: other graphs).
 
     Squares of side ``<= k`` (windows on a line), the empty set and the full set.
     """

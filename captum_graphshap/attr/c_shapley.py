@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import captum.attr as captum_attr
 
@@ -14,9 +15,32 @@ from ..plans.l_c_shapley import (
     c_shapley_regression_plan,
 )
 from ..plans.limits import check_choice
-from .graph_family import GraphAttribution, GraphOptions, PlanBuilder, check_order
+from .graph_family import (
+    GRAPH_RENAMES,
+    GraphAttribution,
+    GraphOptions,
+    PlanBuilder,
+    check_order,
+)
+from .renames import Renames, deprecated
 
-C_METHODS = ("exact", "regression")
+#: ``estimator=`` choices of :class:`CShapley`
+C_ESTIMATORS = ("exact", "kernel")
+#: largest connected set size (square side on a grid) of ``estimator="kernel"``
+DEFAULT_MAX_SIZE = 2
+
+
+def _kernel_size_from_k(options: dict[str, Any]) -> dict[str, Any]:
+    """``k`` is the neighbourhood radius only; the kernel variant's size bound is ``max_size``."""
+    if options.get("estimator") == "kernel" and "k" in options and "max_size" not in options:
+        deprecated(
+            "CShapley.attribute(estimator='kernel'): the largest set size is max_size= "
+            f"(k is the neighbourhood radius of estimator='exact'); k={options['k']!r} is "
+            "read as max_size."
+        )
+        options = dict(options)
+        options["max_size"] = options.pop("k")
+    return options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,23 +48,37 @@ class CShapleyOptions(GraphOptions):
     """Options of :class:`CShapley`.
 
     Args:
-        k: neighbourhood radius in graph hops (``method="exact"``, default 2),
-            or the largest set size / square side (``"regression"``).
+        k: neighbourhood radius in graph hops (default 2; ``estimator="exact"``).
         context: ``"baseline"`` or ``"input"``, as in
             :class:`~captum_graphshap.LShapley` (``"exact"`` only).
         weights: ``"myerson"`` or ``"paper"`` (``"exact"`` only).
-        method: ``"exact"`` (Eq. 6) or ``"regression"`` (Sec. 4.3.2).
+        estimator: ``"exact"`` (Eq. 6) or ``"kernel"`` (Sec. 4.3.2: a
+            Shapley-kernel-weighted least-squares fit over the connected sets
+            of size at most ``max_size``). ``method="regression"`` before,
+            still accepted for one release with a warning (its ``k`` is read
+            as ``max_size``).
+        max_size: the largest connected set size of ``estimator="kernel"``
+            (n-grams on a line, ``max_size x max_size`` squares on a grid;
+            default 2).
     """
 
     k: int = 2
     context: str = "baseline"
     weights: str = "myerson"
-    method: str = "exact"
+    estimator: str = "exact"
+    max_size: int = DEFAULT_MAX_SIZE
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_order(self.k)
-        check_choice(self.method, C_METHODS, "method")
+        if isinstance(self.max_size, bool) or not isinstance(self.max_size, int):
+            raise TypeError(
+                f"max_size must be an int (the largest connected set size), got "
+                f"{type(self.max_size).__name__}."
+            )
+        if self.max_size < 1:
+            raise ValueError(f"max_size must be >= 1, got {self.max_size}.")
+        check_choice(self.estimator, C_ESTIMATORS, "estimator")
         check_choice(self.context, L_CONTEXTS, "context")
         check_choice(self.weights, C_WEIGHTS, "weights")
 
@@ -60,9 +98,9 @@ class CShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
     ``k`` reaches the graph's diameter, exactly the Myerson value for models
     that decompose over connected components (Eq. (6)'s constant is off at
     sequence ends and on grids; ``weights="paper"`` applies it anyway).
-    :math:`O(k^2 d)` coalitions on a line. ``method="regression"`` is the
+    :math:`O(k^2 d)` coalitions on a line. ``estimator="kernel"`` is the
     paper's Sec. 4.3.2 variant: a KernelSHAP-weighted least-squares fit over
-    the connected sets of size at most ``k`` (n-grams; k x k squares on a
+    the connected sets of size at most ``max_size`` (n-grams; squares on a
     grid) with efficiency enforced.
 
     Example:
@@ -75,10 +113,15 @@ class CShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
 
     progress_desc = "C Shapley attribution"
     Options = CShapleyOptions
+    renames = Renames(
+        options={"method": "estimator"},
+        values={**GRAPH_RENAMES.values, "estimator": {"regression": "kernel"}},
+        adjust=_kernel_size_from_k,
+    )
 
     def graph_plan(self, options: CShapleyOptions) -> PlanBuilder:
-        if options.method == "regression":
-            return functools.partial(c_shapley_regression_plan, k=options.k)
+        if options.estimator == "kernel":
+            return functools.partial(c_shapley_regression_plan, k=options.max_size)
         return functools.partial(
             c_shapley_plan, k=options.k, context=options.context, weights=options.weights
         )

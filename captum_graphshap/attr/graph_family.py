@@ -20,6 +20,7 @@ from ..graphs import FeatureGraph, default_feature_mask, infer_graph
 from ..uncertainty.intervals import check_confidence, interval_over_references
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .budget import check_graph_budget, graph_plans_within
+from .renames import Renames
 
 #: the ``graph`` option: one graph, or one per example; None infers it from the inputs
 GraphArgument = FeatureGraph | Sequence[FeatureGraph] | None
@@ -42,9 +43,10 @@ class GraphOptions(Options):
         budget: the most model evaluations per example (None: plans up to
             ``2^22`` coalitions on grids and lines, ``2^20`` on other graphs).
             A plan over it is refused with its count, before any model call,
-            unless ``over_budget="regression"``.
-        over_budget: ``"refuse"`` (default) or ``"regression"``: over the
-            budget, use C-Shapley's regression variant (Sec. 4.3.2) over the
+            unless ``over_budget="kernel"``.
+        over_budget: ``"refuse"`` (default) or ``"kernel"`` (``"regression"``
+            before, still accepted for one release with a warning): over the
+            budget, use C-Shapley's kernel variant (Sec. 4.3.2) over the
             connected sets of the largest size ``<= max(k, 1)`` that fits.
     """
 
@@ -68,10 +70,15 @@ class GraphOptions(Options):
 PlanBuilder = Callable[[FeatureGraph], Plan]
 
 
+#: the graph methods' renamed option values
+GRAPH_RENAMES = Renames(values={"over_budget": {"regression": "kernel"}})
+
+
 class GraphAttribution(GameAttribution):
     """Base of the methods defined by a plan on a feature graph (Myerson, L, C)."""
 
     Options = GraphOptions
+    renames = GRAPH_RENAMES
     graph_mask = True
 
     def graph_plan(self, options: Any) -> PlanBuilder:
@@ -87,7 +94,7 @@ class GraphAttribution(GameAttribution):
             over_budget=options.over_budget,
             per_plan_extra=int(game.value == "log_prob" and game.target is None),
             references=game.num_references,
-            method=type(self).__name__ + (f" with k={options.k}" if hasattr(options, "k") else ""),
+            who=type(self).__name__ + (f" with k={options.k}" if hasattr(options, "k") else ""),
             order=getattr(options, "k", 2),
         )
         desc = self.progress_desc

@@ -26,9 +26,10 @@ from ..plans.sampling import shear_plan
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget
+from .renames import Renames
 
 #: ``estimator=`` choices of :class:`Shear`
-SHEAR_ESTIMATORS: tuple[str, ...] = ("regression", "regression_mc", "paper")
+SHEAR_ESTIMATORS: tuple[str, ...] = ("cubic", "regression_mc", "paper")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,9 @@ class ShearOptions(Options):
             antithetical sampling).
         cross_contribution: ``"auto"`` (default), ``"hessian"`` or
             ``"gradient"``; see :meth:`Shear.cross_contributions`.
-        estimator: ``"regression"`` (default): the ``d N`` evaluations are
+        estimator: ``"cubic"`` (default; ``"regression"`` before, still
+            accepted for one release with a warning), the estimator of
+            ``PairedKernelShap(estimator="cubic")``: the ``d N`` evaluations are
             complementary pairs stratified by size, and the estimate is the
             Shapley value of a regression-adjusted surrogate whose triples
             are those of strongest cross-contribution (see
@@ -69,7 +72,7 @@ class ShearOptions(Options):
     generator: torch.Generator | None = None
     antithetic: bool = True
     cross_contribution: str = "auto"
-    estimator: str = "regression"
+    estimator: str = "cubic"
     return_derivative_evaluations: bool = False
 
     def __post_init__(self) -> None:
@@ -107,7 +110,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     example, needs a differentiable model of floating inputs, and refuses
     more than :math:`2^{20}` coalitions per example.
 
-    Eq. (14) is ``estimator="paper"``. By default (``"regression"``) the same
+    Eq. (14) is ``estimator="paper"``. By default (``"cubic"``) the same
     ``d N`` evaluations and the same cross-contributions are spent
     differently: complementary pairs of coalitions, stratified by size, fit
     a surrogate game whose triples are those with the largest
@@ -134,6 +137,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     # feature ids an example does not use are dropped before planning
     exact_for_dummies = False
     Options = ShearOptions
+    renames = Renames(values={"estimator": {"regression": "cubic"}})
 
     def cross_contributions(
         self,

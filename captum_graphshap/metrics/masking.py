@@ -20,7 +20,9 @@ from torch import Tensor
 #: The paper's grid: 0 %, 5 %, ..., 50 % of the features masked.
 DEFAULT_FRACTIONS: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(11))
 
-VALUE_KINDS = ("log_odds", "log_prob", "output")
+#: the scores a masking curve can record (``value=``); the engine's game values are
+#: ``engine.prepare.VALUE_KINDS``, a subset without "log_odds"
+MASKING_SCORES = ("log_odds", "log_prob", "output")
 
 
 def masking_curve(
@@ -77,8 +79,8 @@ def masking_curve(
     """
     if not callable(forward_func):
         raise TypeError(f"forward_func must be callable, got {type(forward_func).__name__}.")
-    if value not in VALUE_KINDS:
-        raise ValueError(f"value must be one of {VALUE_KINDS}, got {value!r}.")
+    if value not in MASKING_SCORES:
+        raise ValueError(f"value must be one of {MASKING_SCORES}, got {value!r}.")
     inputs = _check_inputs(inputs)
     attributions = _check_attributions(attributions, inputs)
     flat_mask, num_features = _check_feature_mask(feature_mask, inputs)

@@ -45,11 +45,11 @@ from .sampling import (
     permutation_ranks,
 )
 
-#: ``budget=`` with ``method="kernel"``: at most this many i.i.d. draws per distinct
+#: ``budget=`` with ``estimator="kernel"``: at most this many i.i.d. draws per distinct
 #: pair while filling (the fit runs on the draws, repeats included)
 FILL_DRAWS_PER_PAIR = 32
 
-#: Default permutations of ``method="sampling"`` (each costs ``d - 1`` rows).
+#: Default permutations of ``estimator="permutation"`` (each costs ``d - 1`` rows).
 #: Captum's ShapleyValueSampling uses 25; a bivariate entry averages over the
 #: half of the permutations where ``j`` precedes ``i``, so it needs more.
 DEFAULT_PERMUTATIONS = 100
@@ -59,13 +59,13 @@ _BLOCK_ELEMENTS = 2**22
 
 
 def default_kernel_samples(d: int) -> int:
-    """Default coalitions of ``method="kernel"``: ``2 d + 2048``, the rule of
+    """Default coalitions of ``estimator="kernel"``: ``2 d + 2048``, the rule of
     SHAP's KernelExplainer (and of PairedKernelShap)."""
     return 2 * d + 2048
 
 
 def min_kernel_samples(d: int) -> int:
-    """Fewest coalitions ``method="kernel"`` accepts: ``2 d`` (``d`` pairs).
+    """Fewest coalitions ``estimator="kernel"`` accepts: ``2 d`` (``d`` pairs).
 
     A pair ``(S, D - S)`` adds one direction to the least-squares design
     besides the all-ones one the endpoint constraint fixes, so fewer than
@@ -381,13 +381,13 @@ def local_support(graph: FeatureGraph, k: int) -> Tensor:
 
 
 def kernel_rows(n_samples: int) -> int:
-    """Model rows of ``method="kernel"`` before deduplication: the samples
+    """Model rows of ``estimator="kernel"`` before deduplication: the samples
     (rounded up to even) and the 2 endpoints."""
     return n_samples + n_samples % 2 + 2
 
 
 def permutation_rows(d: int, n_permutations: int) -> int:
-    """Model rows of ``method="sampling"`` before deduplication."""
+    """Model rows of ``estimator="permutation"`` before deduplication."""
     return 2 + n_permutations * max(d - 1, 0)
 
 
@@ -398,7 +398,7 @@ def bivariate_exact_plan(d: int, device: torch.device) -> Plan:
     """All ``2^d`` coalitions; the estimator gives ``(matrix, shapley)``."""
     from .exact import all_coalitions
 
-    coalitions = all_coalitions(d, device, method="BivariateShapley(method='exact')")
+    coalitions = all_coalitions(d, device, method="BivariateShapley(estimator='exact')")
     return Plan(DenseCoalitions(coalitions), bivariate_from_all_coalitions, distinct=True)
 
 

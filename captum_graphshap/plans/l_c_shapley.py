@@ -372,7 +372,7 @@ def _small_sets(
         )
     except ValueError:
         raise ValueError(
-            f"CShapley(method='regression') with k={k} would fit more than {limit:,} "
+            f"CShapley(estimator='kernel') with max_size={k} would fit more than {limit:,} "
             "coalitions; use a smaller k."
         ) from None
     return members, offsets
