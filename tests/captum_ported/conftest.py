@@ -66,6 +66,7 @@ XFAIL: dict[str, str] = {
     },
 }
 
+
 def case_key(nodeid: str) -> str:
     """``tests/captum_ported/test_x.py::Class::case`` -> ``test_x.py::Class::case``."""
     return nodeid.split("captum_ported/", 1)[-1]
