@@ -46,8 +46,8 @@ from torch import Tensor, nn
 
 from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.analysis import ExplanationGraph
+from captum_graphshap.apps.demo import CountingModel
 from captum_graphshap.attr.bivariate_shapley import BivariateShapley
-from captum_graphshap.demo import CountingModel
 from captum_graphshap.engine.batching import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.engine.dedup import unique_coalitions
 from captum_graphshap.metrics.posthoc import post_hoc_accuracy

@@ -48,8 +48,8 @@ from _timing import median_ratio, rotating_rounds
 from torch import Tensor, nn
 
 from captum_graphshap import CShapley, GridGraph, LineGraph, LShapley
-from captum_graphshap.demo import CountingModel
-from captum_graphshap.demo.experiment import make_local_cnn
+from captum_graphshap.apps.demo import CountingModel
+from captum_graphshap.apps.demo.experiment import make_local_cnn
 from captum_graphshap.engine.batching import AUTO_ELEMENTS_PER_CALL
 from captum_graphshap.graphs import FeatureGraph, default_feature_mask
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve

@@ -1,6 +1,6 @@
 """Token attribution of a generative LM: L-/C-Shapley against ShapleyValueSampling.
 
-The model is the GPT-2 of :mod:`captum_graphshap.llm.toy_task`, trained
+The model is the GPT-2 of :mod:`captum_graphshap.apps.toy_task`, trained
 in-process (a few seconds) on a task with a known answer: the next token
 copies the letter after the marker ``#``, so the letter after the marker is
 the token that decides the answer. For each prompt, every contender explains
@@ -36,7 +36,8 @@ import torch
 from captum.attr import LLMAttribution, ShapleyValueSampling, TextTokenInput
 
 from captum_graphshap import CShapley, LShapley, ShapleySampling
-from captum_graphshap.llm import LLMShapley, toy_task
+from captum_graphshap.apps import toy_task
+from captum_graphshap.llm import LLMShapley
 
 
 class RowCounter(torch.nn.Module):

@@ -53,7 +53,7 @@ from _timing import add_device_argument, use_device
 from torch import Tensor, nn
 
 from captum_graphshap import CShapley, ExactShapley, GridGraph, LShapley, ShapleySampling
-from captum_graphshap.demo import CountingModel, load_digits_tensors, train_cnn
+from captum_graphshap.apps.demo import CountingModel, load_digits_tensors, train_cnn
 from captum_graphshap.graphs import FeatureGraph, LineGraph
 from captum_graphshap.metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
 
@@ -282,7 +282,8 @@ MINILM_SENTENCES = (
 
 def minilm(n: int) -> list[Setting]:
     try:
-        from captum_graphshap.text import ZeroShotSentiment, token_baselines, word_feature_mask
+        from captum_graphshap.apps.minilm import ZeroShotSentiment
+        from captum_graphshap.text import token_baselines, word_feature_mask
     except ImportError as error:  # pragma: no cover - depends on the extra
         print(f"MiniLM skipped: {error}")
         return []

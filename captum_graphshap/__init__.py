@@ -63,9 +63,7 @@ def __dir__() -> list[str]:
     import pkgutil
 
     submodules = {
-        info.name
-        for info in pkgutil.iter_modules(__path__)
-        if not info.name.startswith("_") and info.name != "game"  # game: deprecated alias
+        info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")
     }
     return sorted({*__all__, "__version__", *submodules})
 

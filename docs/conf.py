@@ -165,9 +165,7 @@ def _package_index() -> dict[str, list[object]]:
     import pkgutil
 
     modules = ["captum_graphshap"] + [
-        name
-        for _, name, _ in pkgutil.walk_packages(captum_graphshap.__path__, "captum_graphshap.")
-        if not name.endswith(".game")
+        name for _, name, _ in pkgutil.walk_packages(captum_graphshap.__path__, "captum_graphshap.")
     ]
     for name in modules:
         try:

@@ -1,6 +1,6 @@
-"""The in-process GPT-2 task of the tests: now :mod:`captum_graphshap.llm.toy_task`."""
+"""The in-process GPT-2 task of the tests: now :mod:`captum_graphshap.apps.toy_task`."""
 
-from captum_graphshap.llm.toy_task import (  # noqa: F401  (re-exported for older callers)
+from captum_graphshap.apps.toy_task import (  # noqa: F401  (re-exported for older callers)
     PROMPT_LENGTH,
     VOCAB,
     LetterTokenizer,

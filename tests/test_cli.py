@@ -12,8 +12,8 @@ import types
 import pytest
 import torch
 
-import captum_graphshap
-from captum_graphshap import cli, demo
+import captum_graphshap.apps
+from captum_graphshap.apps import cli, demo
 
 from .optional_deps import optional
 
@@ -162,10 +162,10 @@ def test_text_section_uses_explain_sentiment(monkeypatch, capsys):
             for text in texts
         ]
 
-    fake = types.ModuleType("captum_graphshap.text")
+    fake = types.ModuleType("captum_graphshap.apps.minilm")
     fake.explain_sentiment = explain_sentiment  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "captum_graphshap.text", fake)
-    monkeypatch.setattr(captum_graphshap, "text", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "captum_graphshap.apps.minilm", fake)
+    monkeypatch.setattr(captum_graphshap.apps, "minilm", fake, raising=False)
     rows, note = demo.text_section(["good film", "bad"])
     assert note is None and calls == [(["good film", "bad"], 2, "c_shapley")]
     assert rows == [(["good", "film"], [1.0, 1.0], "positive"), (["bad"], [1.0], "positive")]
@@ -173,8 +173,8 @@ def test_text_section_uses_explain_sentiment(monkeypatch, capsys):
 
 
 def test_text_section_is_skipped_without_the_text_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "captum_graphshap.text", None)
-    monkeypatch.delattr(captum_graphshap, "text", raising=False)
+    monkeypatch.setitem(sys.modules, "captum_graphshap.apps.minilm", None)
+    monkeypatch.delattr(captum_graphshap.apps, "minilm", raising=False)
     rows, note = demo.text_section(["good film"])
     assert rows is None and note is not None and "captum-graphshap[text]" in note
 

@@ -35,7 +35,7 @@ API_PAGES = {
     "captum_graphshap.text": "text.rst",
     "captum_graphshap.llm": "llm.rst",
     "captum_graphshap.wrappers": "wrappers.rst",
-    "captum_graphshap.demo": "demo.rst",
+    "captum_graphshap.apps.demo": "apps.rst",
     "captum_graphshap.interop": "interop.rst",
     "captum_graphshap.distributed": "distributed.rst",
 }

@@ -13,7 +13,7 @@ import captum_graphshap
 MODULES = sorted(
     name
     for _, name, _ in pkgutil.walk_packages(captum_graphshap.__path__, "captum_graphshap.")
-    if ".demo" not in name and not name.endswith(".game") and ".text" not in name
+    if ".demo" not in name and not name.endswith(".minilm") and ".text" not in name
 )
 
 

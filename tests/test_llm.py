@@ -1,6 +1,6 @@
 """Generative LMs: every method in Captum's LLMAttribution and in LLMShapley.
 
-The model is the GPT-2 of :mod:`captum_graphshap.llm.toy_task`, trained
+The model is the GPT-2 of :mod:`captum_graphshap.apps.toy_task`, trained
 in-process on a task with a known answer (the next token copies the letter
 after the marker ``#``): attributions must put their mass on that letter.
 """
@@ -17,7 +17,8 @@ from .optional_deps import optional
 
 optional("transformers")
 
-from captum_graphshap.llm import LLMShapley, prompt_graph, toy_task  # noqa: E402
+from captum_graphshap.apps import toy_task  # noqa: E402
+from captum_graphshap.llm import LLMShapley, prompt_graph  # noqa: E402
 
 #: (class, options): the classes whose output shape fits LLMAttribution
 METHODS = [

@@ -28,8 +28,9 @@ from captum.attr import (
 )
 
 import captum_graphshap as cg
+from captum_graphshap.apps import toy_task
 from captum_graphshap.engine.chunk_runner import takes_one_prompt
-from captum_graphshap.llm import LLMShapley, toy_task
+from captum_graphshap.llm import LLMShapley
 
 from .captum_ported.test_llm_attr import DummyLLM, DummyRemoteLLMProvider, DummyTokenizer
 

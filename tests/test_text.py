@@ -14,12 +14,11 @@ import networkx as nx
 import pytest
 import torch
 
-from captum_graphshap import CShapley, ExactShapley, LShapley, MyersonValue, text
+from captum_graphshap import CShapley, ExactShapley, LShapley, MyersonValue
+from captum_graphshap.apps import minilm
+from captum_graphshap.apps.minilm import ZeroShotSentiment, explain_sentiment, load_minilm
 from captum_graphshap.graphs import LineGraph
 from captum_graphshap.text import (
-    ZeroShotSentiment,
-    explain_sentiment,
-    load_minilm,
     token_baselines,
     token_feature_mask,
     visualize_words,
@@ -236,7 +235,7 @@ def test_token_level_explanation_sees_sub_words(model):
 
 def test_explain_sentiment_default_model_is_loaded_once_per_device(model, monkeypatch):
     loaded = []
-    monkeypatch.setattr(text.minilm, "_cached_model", lambda device: loaded.append(device) or model)
+    monkeypatch.setattr(minilm, "_cached_model", lambda device: loaded.append(device) or model)
     (result,) = explain_sentiment("a wonderful film", k=1)
     assert loaded == ["cpu"] and result.label == "positive" and result.words[-1] == "film"
 

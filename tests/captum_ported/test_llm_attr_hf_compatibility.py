@@ -13,7 +13,7 @@
 #   offline, so the model is a LlamaForCausalLM of the same kind (2 layers,
 #   random weights under BaseTest's seed) built in-process from a LlamaConfig,
 #   and the tokenizer is the all-MiniLM-L6-v2 one this project ships offline
-#   (captum_graphshap.text.minilm_path, the [text] extra). The cases are
+#   (captum_graphshap.apps.minilm.minilm_path, the [text] extra). The cases are
 #   skipped when transformers or that package is missing, as Captum's are
 #   without transformers.
 # - TestTokenizerHFCompatibility (Captum's token pretty-printing for the Llama
@@ -66,7 +66,7 @@ from ._captum_helpers import BaseTest
 
 HAS_HF = True
 try:
-    from captum_graphshap.text import minilm_path
+    from captum_graphshap.apps.minilm import minilm_path
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     minilm_path()

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
+from ...metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
 from .report import _budget_note, _print_table, plot_curves, plot_heatmaps, write_report
 from .results import (
     C_SHAPLEY_1,
@@ -291,7 +291,7 @@ def locality_check(
     """
     from captum.attr import ShapleyValueSampling
 
-    from .. import CShapley
+    from ... import CShapley
 
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -366,7 +366,7 @@ def explain_digits(
     """Attributions, model evaluations per digit and seconds, per method."""
     from captum.attr import KernelShap, ShapleyValueSampling
 
-    from .. import CShapley, ExactShapley, GridGraph, LShapley
+    from ... import CShapley, ExactShapley, GridGraph, LShapley
 
     counter = CountingModel(model)
     n = examples.shape[0]
@@ -457,9 +457,9 @@ def text_section(
     saying why the section was skipped.
     """
     try:
-        from .. import text as text_module
+        from .. import minilm
 
-        explanations = text_module.explain_sentiment(list(sentences), k=2, method="c_shapley")
+        explanations = minilm.explain_sentiment(list(sentences), k=2, method="c_shapley")
     except ImportError as error:
         hint = 'pip install "captum-graphshap[text]"'
         reason = str(error) if "[text]" in str(error) else f"{error}; install it with: {hint}"
@@ -474,7 +474,7 @@ def text_section(
 
 
 def _unpack_explanation(item: Any) -> tuple[list[str], list[float], str]:
-    # captum_graphshap.text returns objects with these attributes; a plain
+    # captum_graphshap.apps.minilm returns objects with these attributes; a plain
     # (words, attributions, label) tuple is accepted too.
     if hasattr(item, "words"):
         words, attr, label = item.words, item.attributions, item.label

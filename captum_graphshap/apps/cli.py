@@ -1,4 +1,4 @@
-"""``graphshap``: the command line. ``graphshap demo`` runs :mod:`captum_graphshap.demo`.
+"""``graphshap``: the command line. ``graphshap demo`` runs :mod:`captum_graphshap.apps.demo`.
 
 Nothing heavy is imported before the arguments are parsed: ``graphshap --help``
 answers without loading torch (the package's names are imported lazily).
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: The demo's install hint (``captum_graphshap.demo.INSTALL_DEMO``, which imports torch).
+#: The demo's install hint (``captum_graphshap.apps.demo.INSTALL_DEMO``, which imports torch).
 INSTALL_DEMO = 'pip install "captum-graphshap[demo]"'
 
 

@@ -29,7 +29,7 @@ class LetterTokenizer:
     """A whitespace tokenizer over :data:`VOCAB` with Captum's ``TokenizerLike`` methods.
 
     Example:
-        >>> from captum_graphshap.llm.toy_task import LetterTokenizer
+        >>> from captum_graphshap.apps.toy_task import LetterTokenizer
         >>> tokenizer = LetterTokenizer()
         >>> tokenizer.encode("c # h")
         [4, 1, 9]
@@ -102,7 +102,7 @@ def prompts(count: int, seed: int = 7) -> Iterator[Prompt]:
     """``count`` prompts of the task, reproducible from ``seed``.
 
     Example:
-        >>> from captum_graphshap.llm.toy_task import prompts
+        >>> from captum_graphshap.apps.toy_task import prompts
         >>> p = next(prompts(1))
         >>> p.text.split()[p.marker_position], p.text.split()[p.answer_position] == p.answer
         ('#', True)

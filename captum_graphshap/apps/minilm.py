@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 
-from .words import token_baselines, token_feature_mask, word_feature_mask
+from ..text.words import token_baselines, token_feature_mask, word_feature_mask
 
 _INSTALL_HINT = 'pip install "captum-graphshap[text]"'
 

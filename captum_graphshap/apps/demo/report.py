@@ -84,7 +84,7 @@ def plot_heatmaps(
     from matplotlib.colors import LinearSegmentedColormap, Normalize
     from matplotlib.ticker import MaxNLocator
 
-    from ..viz import to_hwc
+    from ...viz import to_hwc
 
     cmap = LinearSegmentedColormap.from_list("RdWhGn", ["red", "white", "green"])
     names = [name for name in attributions if name != RANDOM]

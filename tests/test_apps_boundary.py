@@ -1,0 +1,87 @@
+"""Applications live behind one boundary: the library never imports ``captum_graphshap.apps``."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import captum_graphshap
+
+PACKAGE = Path(captum_graphshap.__file__).parent
+
+
+def _library_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "apps" not in p.relative_to(PACKAGE).parts)
+
+
+def _imports_apps(path: Path) -> list[str]:
+    """The import statements of ``path`` that reach into ``captum_graphshap.apps``."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [alias.name for alias in node.names]
+            if module.split(".")[-1] == "apps" or ".apps." in f".{module}." or "apps" in names:
+                found.append(f"line {node.lineno}: from {'.' * node.level}{module} import ...")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"line {node.lineno}: import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("captum_graphshap.apps")
+            ]
+    return found
+
+
+def test_no_library_module_imports_the_apps():
+    offenders = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in _library_files()
+        if (lines := _imports_apps(path))
+    }
+    assert not offenders, f"library modules import captum_graphshap.apps: {offenders}"
+
+
+def test_the_check_finds_an_import_of_the_apps(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from ..apps.demo import run_demo\nimport captum_graphshap.apps.minilm\n")
+    assert len(_imports_apps(sample)) == 2
+
+
+def test_importing_every_library_subpackage_loads_no_app():
+    code = (
+        "import sys, captum_graphshap, captum_graphshap.attr, captum_graphshap.text, "
+        "captum_graphshap.llm, captum_graphshap.engine, captum_graphshap.plans, "
+        "captum_graphshap.graphs, captum_graphshap.metrics, captum_graphshap.viz; "
+        "captum_graphshap.ShapleySampling; "
+        "print(sorted(m for m in sys.modules if m.startswith('captum_graphshap.apps')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "new_home"),
+    [
+        ("captum_graphshap.text", "minilm_path", "captum_graphshap.apps.minilm"),
+        ("captum_graphshap.text", "explain_sentiment", "captum_graphshap.apps.minilm"),
+        ("captum_graphshap.llm", "toy_task", "captum_graphshap.apps"),
+    ],
+)
+def test_moved_names_still_work_for_one_release_with_a_warning(package, name, new_home):
+    import importlib
+
+    module = importlib.import_module(package)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = getattr(module, name)
+    assert old is getattr(importlib.import_module(new_home), name)
+    assert any(
+        issubclass(w.category, DeprecationWarning) and new_home in str(w.message) for w in caught
+    )
+    assert name not in module.__all__
