@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ...metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
-from .report import _budget_note, _print_table, plot_curves, plot_heatmaps, write_report
+from .report import budget_note, print_table, plot_curves, plot_heatmaps, write_report
 from .results import (
     C_SHAPLEY_1,
     C_SHAPLEY_2,
@@ -197,8 +197,8 @@ def run_demo(
             for name, attr in attributions.items()
         }
     auc = {name: curve_area(curve, fractions) for name, curve in curves.items()}
-    _print_table(evaluations, seconds, auc)
-    print(f"\n{_budget_note(evaluations)}")
+    print_table(evaluations, seconds, auc)
+    print(f"\n{budget_note(evaluations)}")
     print(
         "masking AUC: area under the change in log-odds of the predicted class as the "
         f"top 0-{fractions[-1]:.0%} of pixels (by attribution) are set to 0; lower = the "

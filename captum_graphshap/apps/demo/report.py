@@ -29,7 +29,7 @@ from .results import (
 PIXELS_PER_FEATURE = {L_SHAPLEY: 4, EXACT_PATCHES: 16}
 
 
-def _budget_note(evaluations: dict[str, float]) -> str:
+def budget_note(evaluations: dict[str, float]) -> str:
     # The figures are the counted ones of this run (the table's), not the budget
     # asked for: ShapleyValueSampling spends whole permutations.
     budget, wide = evaluations[C_SHAPLEY_1], evaluations[C_SHAPLEY_2]
@@ -42,7 +42,7 @@ def _budget_note(evaluations: dict[str, float]) -> str:
     )
 
 
-def _print_table(
+def print_table(
     evaluations: dict[str, float], seconds: dict[str, float], auc: dict[str, float]
 ) -> None:
     best = min(auc, key=auc.__getitem__)
@@ -202,7 +202,7 @@ background:linear-gradient(to right,rgb(255,0,0),rgb(255,255,255),rgb(0,255,0))}
 attributes the <b>log-probability of the predicted class</b>; absent pixels are
 set to 0 (no ink). L-/C-Shapley use <code>context="{result.context}"</code>,
 C-Shapley <code>weights="{result.weights}"</code>.
-{html.escape(_budget_note(result.evaluations))} Training, Captum's samplers and
+{html.escape(budget_note(result.evaluations))} Training, Captum's samplers and
 the masking run on one CPU thread (small batches); the package's methods on
 torch's default.</p>
 <h2>Masking experiment</h2>
