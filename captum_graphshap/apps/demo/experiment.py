@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ...metrics import DEFAULT_FRACTIONS, curve_area, masking_curve
-from .report import budget_note, print_table, plot_curves, plot_heatmaps, write_report
+from .report import budget_note, plot_curves, plot_heatmaps, print_table, write_report
 from .results import (
     C_SHAPLEY_1,
     C_SHAPLEY_2,
