@@ -259,7 +259,6 @@ class GameAttribution(PerturbationAttribution):
                 # Captum's aggregated mode: explain the batch as one example
                 whole = game.aggregated()
                 outcome = self._explain_outputs(whole, checked, show_progress)
-                game.evaluations += whole.evaluations
                 check_finite_result(self, whole, outcome)
                 return pack_result(whole, outcome, checked, is_tuple, aggregated=True)
         check_finite_result(self, game, outcome)
