@@ -227,7 +227,9 @@ def _resolve_package_name(app, env, node, contnode):
 def _drop_builtin_docstrings(app, what, name, obj, options, lines):
     """Constants (a dict, a str) would otherwise show their type's docstring."""
     if what in ("data", "attribute") and lines:
-        builtin = (type(obj).__doc__ or "").strip().splitlines()
+        # a NamedTuple field's type has a descriptor, not a string, as __doc__
+        doc = type(obj).__doc__
+        builtin = doc.strip().splitlines() if isinstance(doc, str) else []
         if builtin and lines[0].strip() == builtin[0].strip():
             lines[:] = []
 
