@@ -230,6 +230,7 @@ def timing(d: int, budget: int, examples: int, table: Tensor, repeats: int) -> N
 MEMORY_CASES = (
     ("auto", 4096),
     ("cubic", 4096),
+    ("stratified", 4096),
     ("regression_mc", 4096),
     ("auto", 16384),
 )
@@ -268,8 +269,11 @@ def memory(d: int, examples: int) -> None:
             [sys.executable, __file__, "--child", f"{estimator},{budget},{d},{examples}"],
             capture_output=True,
             text=True,
-            check=True,
         )
+        if out.returncode != 0:
+            why = out.stderr.strip().splitlines()[-1][:90]
+            print(f"| {estimator} | {budget} | failed: {why} | |")
+            continue
         result = json.loads(out.stdout.strip().splitlines()[-1])
         print(
             f"| {estimator} | {budget} | {result['peak_bytes'] / 2**20:.0f} "
