@@ -14,17 +14,21 @@ fold of the pairs but one. Done fit by fit, that is ``counts x folds`` dense
   histogram over the ``2^d`` coalitions: ``O(d 2^d)`` per fold for every
   example's Gram, against ``O(N P p^2)`` for the products (the tables are
   shared by the batch; the examples differ only in which entries they
-  gather). Above :data:`WALSH_MAX_FEATURES`, or where the products are
-  cheaper, the design is streamed over chunks of pairs into the Grams;
+  gather, and a training split's table is the total less the fold's).
+  Above :data:`WALSH_MAX_FEATURES`, or where the products are cheaper
+  (:func:`use_walsh`: one example, few pairs), the design is streamed over
+  chunks of pairs into the Grams;
 * the targets ``X_f^T W u`` and norms ``u^T W u`` are streamed over chunks
-  of pairs: no ``(N, P, p)`` tensor beyond a chunk;
+  of pairs: no ``(N, P, p)`` tensor beyond a chunk. With Walsh Grams and
+  ``C(d, 3)`` below the batch's columns, the targets of *every* triple come
+  from one design shared by the batch and each example picks its own;
 * without triples the design is the same for every example: **one** Gram
   and one factorisation serve the batch (the examples become right-hand
   sides);
 * a fit without fold ``f`` uses ``G - G_f``; a smaller count uses the leading
   block (the ranking is a prefix, so its columns are the first ones);
 * the held-out error needs no design either:
-  ``sum_f w (u - X c)^2 = u^T W u - 2 c^T b + c^T G c`` on the fold;
+  ``sum_f w (u - X c)^2 = u^T W u - 2 c^T b + c^T G_f c`` on the fold;
 * every count of a split is solved with the one Cholesky factor of the
   diagonally scaled Gram: the forward substitution of a leading block is the
   leading part of the full one, and a back substitution whose right-hand
@@ -32,7 +36,10 @@ fold of the pairs but one. Done fit by fit, that is ``counts x folds`` dense
   before, so all counts are right-hand sides of two triangular solves.
   Systems whose scaled pivots fall below :data:`PIVOT_FLOOR`
   (rank-deficient: few pairs, repeated columns) are solved by the
-  pseudo-inverse instead.
+  pseudo-inverse instead;
+* the splits are factored one fold at a time (a Python loop over the 5
+  folds, each batched over examples and counts), so the largest arrays are
+  ``(N, p, p)``, not ``(F, N, p, p)``.
 
 The results equal the fit-by-fit pseudo-inverse solution wherever the Gram
 has full rank (to rounding: ``1e-12`` relative at the benchmark's sizes).
