@@ -104,8 +104,9 @@ def test_streamed_grams_equal_one_dense_gram(monkeypatch):
 # ------------------------------------------------ the batched fit against the one it replaced
 
 
-def reference_wrapper(sampled, weights, odd, total, triples, counts, folds, tables=None):
-    """The pre-rewrite select_and_fit (tests/reference_fits.py); it has no Walsh tables."""
+def reference_wrapper(sampled, weights, odd, total, triples, counts, folds, *shared):
+    """The pre-rewrite select_and_fit (tests/reference_fits.py); it takes nothing shared
+    (Walsh tables, every column's targets) from the caller."""
     return reference_select_and_fit(sampled, weights, odd, total, triples, counts, folds)
 
 

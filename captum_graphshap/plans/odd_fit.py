@@ -127,6 +127,46 @@ def use_walsh(d: int, tables: int, grams: int, batch: int, pairs: int, parameter
     return walsh < 0.12 * grams * batch * pairs * parameters**2
 
 
+def shares_triple_design(d: int, batch: int, parameters: int) -> bool:
+    """Whether the design of all ``d + C(d, 3)`` columns is no larger than the batch's."""
+    return d + d * (d - 1) * (d - 2) // 6 <= batch * parameters
+
+
+def triple_columns(d: int, triples: Tensor) -> Tensor:
+    """``(N, d + k)``: where each example's columns sit among ``d`` linear terms and
+    every triple in :func:`~captum_graphshap.plans.surrogates.all_triples` order."""
+    every = all_triples(d, triples.device)
+    lookup = torch.zeros(d, d, d, dtype=torch.long, device=triples.device)
+    lookup[every[:, 0], every[:, 1], every[:, 2]] = torch.arange(
+        every.shape[0], device=triples.device
+    )
+    ordered = triples.sort(dim=-1).values
+    linear = torch.arange(d, device=triples.device).expand(triples.shape[0], d)
+    return torch.cat([linear, d + lookup[ordered[..., 0], ordered[..., 1], ordered[..., 2]]], 1)
+
+
+def every_column_targets(
+    sampled: Tensor, weights: Tensor, odd: Tensor, labels: Tensor, parts: int
+) -> Tensor:
+    """``(parts, N, d + C(d, 3))``: ``X^T W u`` of every column on each part's pairs.
+
+    Pair ``r`` is in part ``labels[r]``; one design of every column, streamed
+    over chunks of pairs, serves every part and every example.
+    """
+    d = sampled.shape[1]
+    every = all_triples(d, odd.device)
+    width = d + every.shape[0]
+    out = odd.new_zeros(parts, odd.shape[0], width)
+    step = max(1, CHUNK_ELEMENTS // max(1, width, odd.shape[0]))
+    weighted = odd * weights.to(odd.dtype)
+    for part in range(parts):
+        members = (labels == part).nonzero()[:, 0]
+        for start in range(0, members.shape[0], step):
+            rows = members[start : start + step]
+            out[part] += weighted[:, rows] @ odd_features(sampled[rows], every, odd.dtype)
+    return out
+
+
 class FoldSystems:
     """Per-fold normal equations of the odd fit: Grams, ``(F, N, p)`` targets, ``(F, N)`` norms.
 
@@ -146,6 +186,7 @@ class FoldSystems:
         triples: Tensor,
         folds: int,
         tables: Tensor | None = None,
+        every_targets: Tensor | None = None,
     ) -> None:
         pairs, d = sampled.shape
         batch, p = odd.shape[0], d + triples.shape[1]
@@ -168,8 +209,12 @@ class FoldSystems:
         self.norms = odd.new_zeros(folds, batch)
         # without the Grams' products, the targets of every triple of the d features
         # from one design shared by the batch when it is smaller than the examples'
-        every = d * (d - 1) * (d - 2) // 6
-        if not shared and self.grams is None and d + every <= batch * p:
+        if every_targets is not None and folds == 1 and not shared:
+            # the caller's targets of every column (a subset's: its batch's less the rest)
+            self.targets[0] = every_targets.gather(1, triple_columns(d, triples))
+            self.norms[0] = (odd.square() * weights.to(dtype)).sum(dim=1)
+            return
+        if not shared and self.grams is None and shares_triple_design(d, batch, p):
             self._shared_targets(sampled, weights, odd, triples, folds)
             return
         # a chunk's design is (N, c, p), or (c, p) beside the (N, c) values when shared
@@ -200,18 +245,9 @@ class FoldSystems:
     ) -> None:
         """The targets from the design of all ``d + C(d, 3)`` columns, picked per example."""
         pairs, d = sampled.shape
-        dtype, device = odd.dtype, odd.device
-        every = all_triples(d, device)
-        lookup = torch.zeros(d, d, d, dtype=torch.long, device=device)
-        lookup[every[:, 0], every[:, 1], every[:, 2]] = torch.arange(every.shape[0], device=device)
-        ordered = triples.sort(dim=-1).values
-        columns = torch.cat(
-            [
-                torch.arange(d, device=device).expand(triples.shape[0], d),
-                d + lookup[ordered[..., 0], ordered[..., 1], ordered[..., 2]],
-            ],
-            dim=1,
-        )  # (N, p)
+        dtype = odd.dtype
+        every = all_triples(d, odd.device)
+        columns = triple_columns(d, triples)  # (N, p)
         width = d + every.shape[0]
         step = max(1, CHUNK_ELEMENTS // max(1, width, odd.shape[0]))
         for f in range(folds):
@@ -413,6 +449,7 @@ def select_and_fit(
     counts: list[int],
     folds: int,
     tables: Tensor | None = None,
+    every_targets: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The constrained fit with the triple count of least held-out error, per example.
 
@@ -421,6 +458,8 @@ def select_and_fit(
         counts: candidate triple counts (prefixes of ``triples``); one count: no selection.
         tables: with one count, the Walsh table ``(1, 2^d)`` of these pairs
             (:func:`walsh_tables`) when the caller has it.
+        every_targets: with one count, ``(N, d + C(d, 3))`` the targets of every
+            column on these pairs (:func:`every_column_targets`) when the caller has them.
 
     Returns:
         ``(N, d + k)`` coefficients (0 beyond each example's chosen count) and
@@ -433,7 +472,7 @@ def select_and_fit(
     batch = odd.shape[0]
     triples = triples[:, : max(counts)]
     if len(counts) == 1:
-        single = FoldSystems(sampled, weights, odd, triples, 1, tables)
+        single = FoldSystems(sampled, weights, odd, triples, 1, tables, every_targets)
         coefficients = PrefixFactor(single.whole_gram()).solve(
             single.targets[0], total, d + counts[0]
         )

@@ -185,6 +185,7 @@ def fit_odd_surrogate(
     total: Tensor,
     triples: Tensor,
     tables: Tensor | None = None,
+    every_targets: Tensor | None = None,
 ) -> OddCubicSurrogate:
     """Kernel-weighted least squares of the odd values with ``sum f = u(D)`` enforced.
 
@@ -196,11 +197,14 @@ def fit_odd_surrogate(
         triples: ``(N, k, 3)``.
         tables: ``(1, 2^d)`` Walsh table of these pairs' weights when the caller
             has it (:func:`~captum_graphshap.plans.odd_fit.walsh_tables`).
+        every_targets: ``(N, d + C(d, 3))`` targets of every column on these
+            pairs when the caller has them
+            (:func:`~captum_graphshap.plans.odd_fit.every_column_targets`).
     """
     d = sampled.shape[1]
     # Walsh-table or streamed Gram and one Cholesky (pinv where rank-deficient)
     coefficients, _ = select_and_fit(
-        sampled, weights, odd, total, triples, [triples.shape[1]], 1, tables
+        sampled, weights, odd, total, triples, [triples.shape[1]], 1, tables, every_targets
     )
     return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], triples)
 
