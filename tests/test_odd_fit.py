@@ -176,29 +176,36 @@ def test_one_gram_serves_the_batch_without_triples(monkeypatch, walsh):
     torch.testing.assert_close(mine, reference_fit(sampled, weights, odd, total, none))
 
 
-@pytest.mark.parametrize("d", [8, 16])
-def test_cubic_and_regression_mc_estimates_equal_those_before_the_rewrite(monkeypatch, d):
+@pytest.mark.parametrize(
+    ("estimator", "d", "pairs", "batch"),
+    [
+        ("cubic", 8, 100, 3),
+        ("cubic", 16, 511, 10),  # Walsh Grams, shared targets, triple counts selected
+        ("cubic", 16, 40, 3),  # too few pairs for triples: one Gram for the batch
+        ("regression_mc", 8, 60, 3),  # Walsh tables and every column's targets shared
+        ("regression_mc", 16, 511, 10),
+        ("regression_mc", 16, 200, 2),  # streamed Grams
+    ],
+)
+def test_cubic_and_regression_mc_estimates_equal_those_before_the_rewrite(
+    monkeypatch, estimator, d, pairs, batch
+):
     """The estimators end to end on a random ReLU game, with the old fit patched in."""
     import captum_graphshap.plans.regression_adjusted as adjusted
     from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan
     from captum_graphshap.plans.regression_mc import regression_mc_plan
 
-    generator = torch.Generator().manual_seed(d)
-    layer = torch.randn(3, d, 24, generator=generator, dtype=torch.float64)
-    head = torch.randn(3, 24, generator=generator, dtype=torch.float64)
-    for make, pairs in (
-        (cubic_kernel_plan, 255),
-        (regression_mc_plan, 255),
-        (cubic_kernel_plan, 40),
-    ):
-        plan = make(d, pairs, torch.Generator().manual_seed(1), torch.device("cpu"))
-        rows = plan.coalitions.dense().double()
-        values = (torch.relu(rows[None] @ layer) @ head[..., None])[..., 0]  # (3, M)
-        mine = plan.estimator(values)
-        monkeypatch.setattr(adjusted, "select_and_fit", reference_wrapper)
-        theirs = plan.estimator(values)
-        monkeypatch.undo()
-        torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-12)
+    make = cubic_kernel_plan if estimator == "cubic" else regression_mc_plan
+    generator = torch.Generator().manual_seed(d + pairs)
+    layer = torch.randn(batch, d, 24, generator=generator, dtype=torch.float64)
+    head = torch.randn(batch, 24, generator=generator, dtype=torch.float64)
+    plan = make(d, pairs, torch.Generator().manual_seed(1), torch.device("cpu"))
+    rows = plan.coalitions.dense().double()
+    values = (torch.relu(rows[None] @ layer) @ head[..., None])[..., 0]  # (N, M)
+    mine = plan.estimator(values)
+    monkeypatch.setattr(adjusted, "select_and_fit", reference_wrapper)
+    theirs = plan.estimator(values)
+    torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-12)
 
 
 def test_odd_features_and_surrogate_values_are_the_parity_products():
