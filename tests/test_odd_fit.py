@@ -1,13 +1,17 @@
-"""The Gram-based odd fit against the fit-by-fit pseudo-inverse it replaces."""
+"""The Gram-based odd fit against the fit-by-fit pseudo-inverse, and against the
+batched fit before its rewrite (tests/reference_fits.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from captum_graphshap.plans.odd_fit import PrefixFactor, fold_grams, select_and_fit
+import captum_graphshap.plans.odd_fit as odd_fit
+from captum_graphshap.plans.odd_fit import PrefixFactor, fold_grams, select_and_fit, walsh_tables
 from captum_graphshap.plans.sampling import stratified_paired_coalitions
-from captum_graphshap.plans.surrogates import odd_features, select_triples
+from captum_graphshap.plans.surrogates import OddCubicSurrogate, odd_features, select_triples
+
+from .reference_fits import reference_fold_grams, reference_select_and_fit
 
 
 def reference_fit(sampled, weights, odd, total, triples):
@@ -87,8 +91,7 @@ def test_a_rank_deficient_fit_falls_back_to_the_minimum_norm_solution():
 
 def test_streamed_grams_equal_one_dense_gram(monkeypatch):
     """Chunks of a few pairs give the Gram of the whole design."""
-    import captum_graphshap.plans.odd_fit as odd_fit
-
+    monkeypatch.setattr(odd_fit, "WALSH_MAX_FEATURES", 0)  # the streamed Grams
     sampled, weights, odd, _, strength = game(9, 2, 100, seed=5)
     triples = select_triples(strength, 12)
     whole = fold_grams(sampled, weights, odd, triples, 3)
@@ -96,3 +99,151 @@ def test_streamed_grams_equal_one_dense_gram(monkeypatch):
     chunked = fold_grams(sampled, weights, odd, triples, 3)
     for a, b in zip(whole, chunked):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------ the batched fit against the one it replaced
+
+
+def reference_wrapper(sampled, weights, odd, total, triples, counts, folds, *shared):
+    """The pre-rewrite select_and_fit (tests/reference_fits.py); it takes nothing shared
+    (Walsh tables, every column's targets) from the caller."""
+    return reference_select_and_fit(sampled, weights, odd, total, triples, counts, folds)
+
+
+def brute_walsh(sampled, weights, folds):
+    """``F_f(M) = sum_{r in f} w_r (-1)^{|M & z_r|}`` entry by entry."""
+    d = sampled.shape[1]
+    masks = ((torch.arange(2**d)[:, None] >> torch.arange(d)) & 1).bool()  # (2^d, d)
+    signs = 1 - 2 * ((masks[:, None, :] & sampled[None]).sum(dim=2) % 2)  # (2^d, P)
+    fold = torch.arange(sampled.shape[0]) % folds
+    return torch.stack(
+        [
+            (signs[:, fold == f].double() * weights[fold == f].double()).sum(dim=1)
+            for f in range(folds)
+        ]
+    )
+
+
+def test_walsh_tables_are_the_weighted_parity_sums():
+    sampled, weights, *_ = game(7, 1, 40, seed=11)
+    torch.testing.assert_close(
+        walsh_tables(sampled, weights, 3, torch.float64),
+        brute_walsh(sampled, weights, 3),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("walsh", [True, False])
+@pytest.mark.parametrize(
+    ("d", "batch", "pairs", "counts"),
+    [
+        (6, 4, 40, [0, 4, 9]),
+        (9, 1, 150, [0, 12, 25]),
+        (12, 5, 300, [0, 20, 40, 60]),
+        (16, 3, 511, [0, 81, 162, 243]),
+        (10, 3, 14, [0, 5, 10]),  # fewer pairs than parameters: pinv on some splits
+    ],
+)
+def test_batched_fit_equals_the_fit_it_replaced(monkeypatch, d, batch, pairs, counts, walsh):
+    """Every count and fold, Walsh-table or streamed Grams: the same choice and coefficients."""
+    if not walsh:
+        monkeypatch.setattr(odd_fit, "WALSH_MAX_FEATURES", 0)
+    sampled, weights, odd, total, strength = game(d, batch, pairs, seed=d + pairs)
+    triples = select_triples(strength, max(counts))
+    counts = [k for k in counts if k <= triples.shape[1]]
+    mine, chosen = select_and_fit(sampled, weights, odd, total, triples, counts, 5)
+    theirs, expected = reference_select_and_fit(sampled, weights, odd, total, triples, counts, 5)
+    assert chosen.tolist() == expected.tolist()
+    scale = theirs.abs().max()
+    torch.testing.assert_close(mine / scale, theirs / scale, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("walsh", [True, False])
+def test_one_gram_serves_the_batch_without_triples(monkeypatch, walsh):
+    """No triples: a (1, p, p) Gram and factor, and every example's linear fit as before."""
+    if not walsh:
+        monkeypatch.setattr(odd_fit, "WALSH_MAX_FEATURES", 0)
+    sampled, weights, odd, total, _ = game(11, 6, 200, seed=4)
+    none = torch.zeros(6, 0, 3, dtype=torch.long)
+    grams, targets, norms = fold_grams(sampled, weights, odd, none, 3)
+    assert grams.shape == (3, 1, 11, 11)
+    theirs = reference_fold_grams(sampled, weights, odd, none, 3)
+    torch.testing.assert_close(grams.expand_as(theirs[0]), theirs[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(targets, theirs[1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(norms, theirs[2], rtol=1e-12, atol=1e-12)
+    mine, _ = select_and_fit(sampled, weights, odd, total, none, [0], 5)
+    torch.testing.assert_close(mine, reference_fit(sampled, weights, odd, total, none))
+
+
+@pytest.mark.parametrize(
+    ("estimator", "d", "pairs", "batch"),
+    [
+        ("cubic", 8, 100, 3),
+        ("cubic", 16, 511, 10),  # Walsh Grams, shared targets, triple counts selected
+        ("cubic", 16, 40, 3),  # too few pairs for triples: one Gram for the batch
+        ("regression_mc", 8, 60, 3),  # Walsh tables and every column's targets shared
+        ("regression_mc", 16, 511, 10),
+        ("regression_mc", 16, 200, 2),  # streamed Grams
+    ],
+)
+def test_cubic_and_regression_mc_estimates_equal_those_before_the_rewrite(
+    monkeypatch, estimator, d, pairs, batch
+):
+    """The estimators end to end on a random ReLU game, with the old fit patched in."""
+    import captum_graphshap.plans.regression_adjusted as adjusted
+    from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan
+    from captum_graphshap.plans.regression_mc import regression_mc_plan
+
+    make = cubic_kernel_plan if estimator == "cubic" else regression_mc_plan
+    generator = torch.Generator().manual_seed(d + pairs)
+    layer = torch.randn(batch, d, 24, generator=generator, dtype=torch.float64)
+    head = torch.randn(batch, 24, generator=generator, dtype=torch.float64)
+    plan = make(d, pairs, torch.Generator().manual_seed(1), torch.device("cpu"))
+    rows = plan.coalitions.dense().double()
+    values = (torch.relu(rows[None] @ layer) @ head[..., None])[..., 0]  # (N, M)
+    mine = plan.estimator(values)
+    monkeypatch.setattr(adjusted, "select_and_fit", reference_wrapper)
+    theirs = plan.estimator(values)
+    torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_odd_features_and_surrogate_values_are_the_parity_products():
+    generator = torch.Generator().manual_seed(3)
+    coalitions = torch.rand(30, 7, generator=generator) < 0.5
+    s = 2 * coalitions.double() - 1
+    triples = torch.stack([torch.randperm(7, generator=generator)[:3] for _ in range(10)]).view(
+        2, 5, 3
+    )
+    design = odd_features(coalitions, triples, torch.float64)
+    for n in range(2):
+        for j in range(5):
+            i, k, m = triples[n, j].tolist()
+            torch.testing.assert_close(design[n, :, 7 + j], s[:, i] * s[:, k] * s[:, m])
+        torch.testing.assert_close(design[n, :, :7], s)
+        torch.testing.assert_close(odd_features(coalitions, triples[n], torch.float64), design[n])
+    linear = torch.randn(2, 7, generator=generator, dtype=torch.float64)
+    cubic = torch.randn(2, 5, generator=generator, dtype=torch.float64)
+    values = OddCubicSurrogate(linear, cubic, triples).values(coalitions)
+    expected = (design @ torch.cat([linear, cubic], dim=1)[..., None])[..., 0]
+    torch.testing.assert_close(values, expected)
+
+
+def test_even_pairwise_is_the_weighted_minimum_norm_fit():
+    """Against the dense weighted pseudo-inverse solution, in both regimes (P >< parameters)."""
+    from captum_graphshap.plans.regression_adjusted import even_pairwise
+
+    for pairs in (80, 20):
+        sampled, weights, odd, _, _ = game(8, 3, pairs, seed=pairs)
+        s = 2 * sampled.double() - 1
+        upper = torch.triu_indices(8, 8, 1)
+        design = torch.cat(
+            [torch.ones(s.shape[0], 1, dtype=torch.float64), s[:, upper[0]] * s[:, upper[1]]], 1
+        )
+        root = weights.double().sqrt()[:, None]
+        solution = torch.linalg.pinv(design * root) @ (odd.T * root)  # (q, N)
+        mine = even_pairwise(sampled, weights, odd)
+        torch.testing.assert_close(
+            mine[:, upper[0], upper[1]], solution[1:].T, rtol=1e-8, atol=1e-10
+        )
+        torch.testing.assert_close(mine, mine.transpose(1, 2))

@@ -6,18 +6,40 @@ triple counts (a prefix of one ranking) and, to choose among them, on every
 fold of the pairs but one. Done fit by fit, that is ``counts x folds`` dense
 ``(N, P, p)`` designs, Grams and pseudo-inverses. Here:
 
-* the design of the largest count is streamed over chunks of pairs into one
-  Gram, target and squared norm **per fold** (``X_f^T W X_f``,
-  ``X_f^T W u``, ``u^T W u``): no ``(N, P, p)`` tensor beyond a chunk;
+* the Grams come **per fold** (``X_f^T W X_f``), without a design, from the
+  fold's **Walsh table** when ``2^d`` is small: a column is a parity
+  ``chi_A(s) = prod_{i in A} s_i`` and ``chi_A chi_B = chi_{A xor B}``, so
+  every Gram entry is ``F_f(A xor B)`` with ``F_f(M) = sum_{r in f} w_r
+  chi_M(s_r)``, the fast Walsh-Hadamard transform of the fold's weight
+  histogram over the ``2^d`` coalitions: ``O(d 2^d)`` per fold for every
+  example's Gram, against ``O(N P p^2)`` for the products (the tables are
+  shared by the batch; the examples differ only in which entries they
+  gather, and a training split's table is the total less the fold's).
+  Above :data:`WALSH_MAX_FEATURES`, or where the products are cheaper
+  (:func:`use_walsh`: one example, few pairs), the design is streamed over
+  chunks of pairs into the Grams;
+* the targets ``X_f^T W u`` and norms ``u^T W u`` are streamed over chunks
+  of pairs: no ``(N, P, p)`` tensor beyond a chunk. With Walsh Grams and
+  ``C(d, 3)`` below the batch's columns, the targets of *every* triple come
+  from one design shared by the batch and each example picks its own;
+* without triples the design is the same for every example: **one** Gram
+  and one factorisation serve the batch (the examples become right-hand
+  sides);
 * a fit without fold ``f`` uses ``G - G_f``; a smaller count uses the leading
   block (the ranking is a prefix, so its columns are the first ones);
 * the held-out error needs no design either:
-  ``sum_f w (u - X c)^2 = u^T W u - 2 c^T b + c^T G c`` on the fold;
-* every system of every count and fold is solved in one batched Cholesky of
-  the diagonally scaled Gram, padded to the largest count with an identity
-  block (its solution is 0 there); systems whose scaled pivots fall below
-  :data:`PIVOT_FLOOR` (rank-deficient: few pairs, repeated columns) are
-  solved by the pseudo-inverse instead, as before.
+  ``sum_f w (u - X c)^2 = u^T W u - 2 c^T b + c^T G_f c`` on the fold;
+* every count of a split is solved with the one Cholesky factor of the
+  diagonally scaled Gram: the forward substitution of a leading block is the
+  leading part of the full one, and a back substitution whose right-hand
+  side is 0 beyond the block returns 0 there and the block's solution
+  before, so all counts are right-hand sides of two triangular solves.
+  Systems whose scaled pivots fall below :data:`PIVOT_FLOOR`
+  (rank-deficient: few pairs, repeated columns) are solved by the
+  pseudo-inverse instead;
+* the splits are factored one fold at a time (a Python loop over the 5
+  folds, each batched over examples and counts), so the largest arrays are
+  ``(N, p, p)``, not ``(F, N, p, p)``.
 
 The results equal the fit-by-fit pseudo-inverse solution wherever the Gram
 has full rank (to rounding: ``1e-12`` relative at the benchmark's sizes).
@@ -28,90 +50,375 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .surrogates import odd_features
+from .surrogates import all_triples, odd_features
 
 #: rows of the design built at once (pairs per chunk x parameters x examples)
 CHUNK_ELEMENTS = 1 << 22
 #: a scaled Cholesky pivot below this (squared) means rank deficiency: pinv then
 PIVOT_FLOOR = 1e-10
+#: Grams from Walsh tables up to this many features (a table holds ``2^d`` entries
+#: per fold), when the transforms cost less than the products
+WALSH_MAX_FEATURES = 20
+
+
+def coalition_codes(sampled: Tensor) -> Tensor:
+    """``(P,)`` int64: coalition ``z`` as ``sum_i z_i 2^i``."""
+    bits = torch.ones((), dtype=torch.long, device=sampled.device) << torch.arange(
+        sampled.shape[1], device=sampled.device
+    )
+    return (sampled.long() * bits).sum(dim=1)
+
+
+def column_masks(d: int, triples: Tensor) -> Tensor:
+    """``(N, d + k)`` int64 bit masks of the odd basis's columns (``triples`` ``(N, k, 3)``)."""
+    bits = torch.ones((), dtype=torch.long, device=triples.device) << torch.arange(
+        d, device=triples.device
+    )
+    cubic = bits[triples].sum(dim=-1)  # distinct members: the sum is the union
+    return torch.cat([bits.expand(triples.shape[0], d), cubic], dim=1)
+
+
+def walsh_tables(
+    sampled: Tensor,
+    weights: Tensor,
+    folds: int,
+    dtype: torch.dtype,
+    labels: Tensor | None = None,
+) -> Tensor | None:
+    """``(F, 2^d)`` ``F_f(M) = sum_{r in f} w_r (-1)^{|M & z_r|}``.
+
+    Pair ``r`` is in fold ``labels[r]``, by default ``r % F``. For ``|M|``
+    even that is ``sum w_r chi_M(s_r)``, the Gram entry of two odd columns
+    whose masks' xor is ``M``. None where it cannot be done deterministically
+    (repeated coalitions in a fold off the CPU, whose atomic additions vary
+    in order).
+    """
+    pairs, d = sampled.shape
+    size = 1 << d
+    codes = coalition_codes(sampled)
+    if labels is None:
+        labels = torch.arange(pairs, device=sampled.device) % folds
+    keys = labels * size + codes
+    if sampled.device.type != "cpu" and torch.unique(keys).shape[0] < pairs:
+        return None
+    histogram = torch.zeros(folds * size, dtype=dtype, device=sampled.device)
+    histogram.index_put_((keys,), weights.to(dtype), accumulate=True)
+    difference = histogram.new_empty(folds * size // 2)
+    for level in range(d):  # in-place butterflies on bit `level`
+        halves = histogram.view(folds, -1, 2, 1 << level)
+        low, high = halves[:, :, 0], halves[:, :, 1]
+        spare = difference.view(low.shape)
+        torch.sub(low, high, out=spare)
+        low.add_(high)
+        high.copy_(spare)
+    return histogram.view(folds, size)
+
+
+def use_walsh(d: int, tables: int, grams: int, batch: int, pairs: int, parameters: int) -> bool:
+    """Whether ``tables`` Walsh transforms and ``grams`` gathered ``(batch, p, p)`` Grams
+    cost less than products streaming ``grams`` Grams from ``pairs`` pairs.
+
+    Measured on one CPU thread (d = 12-16, p = 200-580): a butterfly about
+    1 ns, a gathered entry 3 ns, a product's multiply-add 0.12 ns.
+    """
+    if d > WALSH_MAX_FEATURES:
+        return False
+    walsh = tables * d * (1 << d) + 3 * grams * batch * parameters**2
+    return walsh < 0.12 * grams * batch * pairs * parameters**2
+
+
+def shares_triple_design(d: int, batch: int, parameters: int) -> bool:
+    """Whether the design of all ``d + C(d, 3)`` columns is no larger than the batch's."""
+    return d + d * (d - 1) * (d - 2) // 6 <= batch * parameters
+
+
+def triple_columns(d: int, triples: Tensor) -> Tensor:
+    """``(N, d + k)``: where each example's columns sit among ``d`` linear terms and
+    every triple in :func:`~captum_graphshap.plans.surrogates.all_triples` order."""
+    every = all_triples(d, triples.device)
+    lookup = torch.zeros(d, d, d, dtype=torch.long, device=triples.device)
+    lookup[every[:, 0], every[:, 1], every[:, 2]] = torch.arange(
+        every.shape[0], device=triples.device
+    )
+    ordered = triples.sort(dim=-1).values
+    linear = torch.arange(d, device=triples.device).expand(triples.shape[0], d)
+    return torch.cat([linear, d + lookup[ordered[..., 0], ordered[..., 1], ordered[..., 2]]], 1)
+
+
+def every_column_targets(
+    sampled: Tensor, weights: Tensor, odd: Tensor, labels: Tensor, parts: int
+) -> Tensor:
+    """``(parts, N, d + C(d, 3))``: ``X^T W u`` of every column on each part's pairs.
+
+    Pair ``r`` is in part ``labels[r]``; one design of every column, streamed
+    over chunks of pairs, serves every part and every example.
+    """
+    d = sampled.shape[1]
+    every = all_triples(d, odd.device)
+    width = d + every.shape[0]
+    out = odd.new_zeros(parts, odd.shape[0], width)
+    step = max(1, CHUNK_ELEMENTS // max(1, width, odd.shape[0]))
+    weighted = odd * weights.to(odd.dtype)
+    for part in range(parts):
+        members = (labels == part).nonzero()[:, 0]
+        for start in range(0, members.shape[0], step):
+            rows = members[start : start + step]
+            out[part] += weighted[:, rows] @ odd_features(sampled[rows], every, odd.dtype)
+    return out
+
+
+class FoldSystems:
+    """Per-fold normal equations of the odd fit: Grams, ``(F, N, p)`` targets, ``(F, N)`` norms.
+
+    Pair ``r`` belongs to fold ``r % folds`` (``folds=1``: one fold, the whole
+    fit). A Gram is ``(G, p, p)`` with ``G`` 1 when there are no triples
+    (every example's design is the same) and ``N`` otherwise. With Walsh
+    tables (:func:`walsh_tables`; ``tables`` when the caller has them) a Gram
+    is gathered when asked for, fold by fold; otherwise the ``(F, G, p, p)``
+    fold Grams are streamed from the design.
+    """
+
+    def __init__(
+        self,
+        sampled: Tensor,
+        weights: Tensor,
+        odd: Tensor,
+        triples: Tensor,
+        folds: int,
+        tables: Tensor | None = None,
+        every_targets: Tensor | None = None,
+    ) -> None:
+        pairs, d = sampled.shape
+        batch, p = odd.shape[0], d + triples.shape[1]
+        shared = triples.shape[1] == 0
+        gram_batch = 1 if shared else batch
+        dtype = odd.dtype
+        # the fit gathers a Gram per fold and the whole one; the products stream them
+        if tables is None and use_walsh(d, folds, folds + 1, gram_batch, pairs, p):
+            tables = walsh_tables(sampled, weights, folds, dtype)
+        self.tables = tables
+        self.grams: Tensor | None = None
+        self.whole: Tensor | None = None
+        if tables is not None:
+            masks = column_masks(d, triples[:1] if shared else triples)  # (G, p)
+            self.index = masks[:, :, None] ^ masks[:, None, :]
+            self.total_table = tables.sum(dim=0)
+        else:
+            self.grams = odd.new_zeros(folds, gram_batch, p, p)
+        self.targets = odd.new_zeros(folds, batch, p)
+        self.norms = odd.new_zeros(folds, batch)
+        # without the Grams' products, the targets of every triple of the d features
+        # from one design shared by the batch when it is smaller than the examples'
+        if every_targets is not None and folds == 1 and not shared:
+            # the caller's targets of every column (a subset's: its batch's less the rest)
+            self.targets[0] = every_targets.gather(1, triple_columns(d, triples))
+            self.norms[0] = (odd.square() * weights.to(dtype)).sum(dim=1)
+            return
+        if not shared and self.grams is None and shares_triple_design(d, batch, p):
+            self._shared_targets(sampled, weights, odd, triples, folds)
+            return
+        # a chunk's design is (N, c, p), or (c, p) beside the (N, c) values when shared
+        step = max(1, CHUNK_ELEMENTS // max(1, max(batch, p) if shared else batch * p))
+        for f in range(folds):
+            # the fold's pairs are a strided slice: no boolean indexing, no copy
+            members = torch.arange(f, pairs, folds, device=sampled.device)
+            for start in range(0, members.shape[0], step):
+                rows = members[start : start + step]
+                w, u = weights[rows].to(dtype), odd[:, rows]
+                weighted_u = u * w
+                self.norms[f] += (weighted_u * u).sum(dim=1)
+                if shared:
+                    design = odd_features(sampled[rows], triples.new_zeros(0, 3), dtype)
+                    self.targets[f] += weighted_u @ design
+                    if self.grams is not None:
+                        self.grams[f, 0] += (design * w[:, None]).T @ design
+                    continue
+                design = odd_features(sampled[rows], triples, dtype)  # (N, c, p)
+                self.targets[f] += (weighted_u[:, None, :] @ design)[:, 0]
+                if self.grams is not None:
+                    self.grams[f] += (design * w[None, :, None]).transpose(1, 2) @ design
+        if self.grams is not None:
+            self.whole = self.grams.sum(dim=0)
+
+    def _shared_targets(
+        self, sampled: Tensor, weights: Tensor, odd: Tensor, triples: Tensor, folds: int
+    ) -> None:
+        """The targets from the design of all ``d + C(d, 3)`` columns, picked per example."""
+        pairs, d = sampled.shape
+        dtype = odd.dtype
+        every = all_triples(d, odd.device)
+        columns = triple_columns(d, triples)  # (N, p)
+        width = d + every.shape[0]
+        step = max(1, CHUNK_ELEMENTS // max(1, width, odd.shape[0]))
+        for f in range(folds):
+            members = torch.arange(f, pairs, folds, device=sampled.device)
+            combined = odd.new_zeros(odd.shape[0], width)
+            for start in range(0, members.shape[0], step):
+                rows = members[start : start + step]
+                w, u = weights[rows].to(dtype), odd[:, rows]
+                weighted_u = u * w
+                self.norms[f] += (weighted_u * u).sum(dim=1)
+                combined += weighted_u @ odd_features(sampled[rows], every, dtype)
+            self.targets[f] = combined.gather(1, columns)
+
+    def _gather(self, table: Tensor) -> Tensor:
+        return table.take(self.index)
+
+    def fold(self, f: int) -> Tensor:
+        """``(G, p, p)``: fold ``f``'s Gram."""
+        if self.grams is not None:
+            return self.grams[f]
+        assert self.tables is not None
+        return self._gather(self.tables[f])
+
+    def whole_gram(self) -> Tensor:
+        """``(G, p, p)``: every fold's pairs."""
+        if self.whole is not None:
+            return self.whole
+        return self._gather(self.total_table)
+
+    def without(self, f: int) -> Tensor:
+        """``(G, p, p)``: every fold's pairs but fold ``f``'s."""
+        if self.whole is not None and self.grams is not None:
+            return self.whole - self.grams[f]
+        assert self.tables is not None
+        return self._gather(self.total_table - self.tables[f])
 
 
 def fold_grams(
-    sampled: Tensor, weights: Tensor, odd: Tensor, triples: Tensor, folds: int
+    sampled: Tensor,
+    weights: Tensor,
+    odd: Tensor,
+    triples: Tensor,
+    folds: int,
+    tables: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-fold ``(F, N, p, p)`` Grams, ``(F, N, p)`` targets and ``(F, N)`` norms.
+    """Per-fold ``(F, G, p, p)`` Grams, ``(F, N, p)`` targets and ``(F, N)`` norms
+    (:class:`FoldSystems`, every fold's Gram materialised)."""
+    systems = FoldSystems(sampled, weights, odd, triples, folds, tables)
+    grams = torch.stack([systems.fold(f) for f in range(folds)])
+    return grams, systems.targets, systems.norms
 
-    Pair ``r`` belongs to fold ``r % folds`` (``folds=1``: one fold, the whole fit).
-    """
-    pairs, d = sampled.shape
-    batch, p = odd.shape[0], d + triples.shape[1]
-    dtype = odd.dtype
-    grams = odd.new_zeros(folds, batch, p, p)
-    targets = odd.new_zeros(folds, batch, p)
-    norms = odd.new_zeros(folds, batch)
-    step = max(1, CHUNK_ELEMENTS // max(1, batch * p))
-    for f in range(folds):
-        # the fold's pairs are a strided slice: no boolean indexing, no copy
-        members = torch.arange(f, pairs, folds, device=sampled.device)
-        for start in range(0, members.shape[0], step):
-            rows = members[start : start + step]
-            design = odd_features(sampled[rows], triples, dtype)  # (N, c, p)
-            w, u = weights[rows].to(dtype), odd[:, rows]
-            weighted = design * w[None, :, None]
-            grams[f] += weighted.transpose(1, 2) @ design
-            targets[f] += (weighted.transpose(1, 2) @ u[..., None])[..., 0]
-            norms[f] += (u.square() * w).sum(dim=1)
-    return grams, targets, norms
+
+def _triangular(factor: Tensor, rhs: Tensor, upper: bool) -> Tensor:
+    """``L^{-1} B`` (``upper`` False) or ``L^{-T} B`` for ``L`` ``(..., G, p, p)``, ``B``
+    ``(..., N, p, m)``; a factor shared by the batch (``G = 1``) takes every example's
+    right-hand sides as columns of one solve."""
+    matrix = factor.mT if upper else factor
+    batch, p, m = rhs.shape[-3:]
+    if factor.shape[-3] == 1 and batch != 1:
+        columns = rhs.movedim(-3, -2).reshape(*rhs.shape[:-3], 1, p, batch * m)
+        out = torch.linalg.solve_triangular(matrix, columns, upper=upper)
+        return out.reshape(*rhs.shape[:-3], p, batch, m).movedim(-2, -3)
+    return torch.linalg.solve_triangular(matrix, rhs, upper=upper)
 
 
 class PrefixFactor:
-    """Jacobi-scaled Cholesky factors of Grams ``(..., p, p)``, serving every leading block.
+    """Jacobi-scaled Cholesky factors of Grams ``(..., G, p, p)``, serving every leading block.
 
     The Cholesky factor of a leading block is the leading block of the
     factor, so one factorisation serves every triple count of a ranking.
+    ``G`` is the batch or 1 (one Gram shared by the batch).
     """
 
     def __init__(self, gram: Tensor) -> None:
         self.gram = gram
         diagonal = gram.diagonal(dim1=-2, dim2=-1)
         self.scale = diagonal.clamp_min(torch.finfo(gram.dtype).tiny).rsqrt()
-        scaled = gram * self.scale[..., :, None] * self.scale[..., None, :]
+        scaled = gram * self.scale[..., :, None]
+        scaled *= self.scale[..., None, :]  # one new (..., p, p) array, not two
         self.factor, self.info = torch.linalg.cholesky_ex(scaled)
         self.pivots = self.factor.diagonal(dim1=-2, dim2=-1).square()
+        # the smallest scaled pivot of every leading block
+        self.least = self.pivots.cummin(dim=-1).values
+        failed = self.info > 0
+        if bool(failed.any()):
+            # past the failing pivot the factor is not defined: an identity there
+            # keeps the padded solves finite (those blocks are solved by pinv)
+            p = gram.shape[-1]
+            index = torch.arange(p, device=gram.device)
+            beyond = failed[..., None] & (index >= (self.info - 1).clamp_min(0)[..., None])
+            outside = beyond[..., :, None] | beyond[..., None, :]
+            eye = torch.eye(p, dtype=gram.dtype, device=gram.device)
+            self.factor = torch.where(outside, eye, self.factor)
 
     def solve(self, target: Tensor, total: Tensor, size: int) -> Tensor:
-        """``(..., p)`` coefficients of the constrained fit on the first ``size`` parameters.
+        """``(..., N, p)`` coefficients of the constrained fit on the first ``size`` parameters.
 
         ``min (u - X c)^T W (u - X c)`` subject to ``sum c = total``, with ``X``
         the first ``size`` columns; the coefficients beyond are 0.
         """
+        sizes = torch.full((*target.shape[:-1], 1), size, device=target.device)
+        return self.solve_sizes(target, total, sizes)[..., 0, :]
+
+    def solve_sizes(self, target: Tensor, total: Tensor, sizes: Tensor) -> Tensor:
+        """``(..., N, C, p)``: :meth:`solve` for the ``C`` block sizes ``sizes`` ``(..., N, C)``.
+
+        One forward substitution serves every size; the back substitutions of
+        all sizes are the columns of one solve (right-hand sides 0 beyond each
+        size).
+        """
         p = self.gram.shape[-1]
-        scale = self.scale[..., :size]
-        rhs = torch.stack([target[..., :size], torch.ones_like(target[..., :size])], dim=-1)
-        factor = self.factor[..., :size, :size]
-        solution = torch.cholesky_solve(rhs * scale[..., None], factor) * scale[..., None]
+        scale = self.scale[..., None, :]  # (..., G, 1, p)
+        rhs = torch.stack([target, torch.ones_like(target)], dim=-1)  # (..., N, p, 2)
+        forward = _triangular(self.factor, rhs * self.scale[..., :, None], upper=False)
+        keep = torch.arange(p, device=target.device) < sizes[..., None]  # (..., N, C, p)
+        padded = forward[..., None, :, :] * keep[..., None]  # (..., N, C, p, 2)
+        count = sizes.shape[-1]
+        columns = padded.movedim(-3, -2).reshape(*padded.shape[:-3], p, count * 2)
+        back = _triangular(self.factor, columns, upper=True)
+        solution = back.reshape(*padded.shape[:-3], p, count, 2).movedim(-3, -2)
+        free = solution[..., 0] * scale
+        pull = solution[..., 1] * scale  # (..., N, C, p)
         # a leading minor that is not positive definite (info counts from 1), or a
         # scaled pivot near 0: rank-deficient (few pairs, repeated columns)
-        valid = (self.info == 0) | (self.info > size)
-        good = valid & (self.pivots[..., :size].amin(dim=-1) > PIVOT_FLOOR)
+        info = self.info[..., None]
+        valid = (info == 0) | (info > sizes)
+        least = self.least[..., None, :].expand(*sizes.shape, p)
+        smallest = least.gather(-1, (sizes - 1).clamp_min(0)[..., None])[..., 0]
+        good = valid & (smallest > PIVOT_FLOOR)
         if not bool(good.all()):
             # the minimum-norm solution there, as the pseudo-inverse gives
-            bad = ~good
-            block = self.gram[bad][:, :size, :size]
-            solution[bad] = torch.linalg.pinv(block, hermitian=True) @ rhs[bad]
-        free, pull = solution[..., 0], solution[..., 1]
+            self._pinv(free, pull, ~good, target, sizes)
         denominator = pull.sum(dim=-1)
-        gap = (free.sum(dim=-1) - total) / denominator
+        gap = (free.sum(dim=-1) - total[..., None]) / denominator
         coefficients = free - gap[..., None] * pull
         # the constraint's direction unseen by the data (1 outside the Gram's range:
         # d = 2 has one pair, s = (1, -1)): the projection formula divides by 0
         unseen = ~(denominator.abs() > 1e-12 * pull.abs().sum(dim=-1))
         if bool(unseen.any()):
-            block = self.gram[unseen][:, :size, :size]
-            coefficients[unseen] = constrained_min_norm(
-                block, target[unseen][:, :size], total.expand(unseen.shape)[unseen]
-            )
-        return torch.nn.functional.pad(coefficients, (0, p - size))
+            totals = total[..., None].expand(unseen.shape)
+            for size in sizes[unseen].unique().tolist():
+                where = unseen & (sizes == size)
+                block = self._grams(where)[:, :size, :size]
+                coefficients[where] = torch.nn.functional.pad(
+                    constrained_min_norm(
+                        block, self._targets(target, where)[:, :size], totals[where]
+                    ),
+                    (0, p - size),
+                )
+        return torch.where(keep, coefficients, 0)
+
+    def _grams(self, where: Tensor) -> Tensor:
+        """``(B, p, p)``: the Gram of each selected ``(..., N, C)`` system."""
+        p = self.gram.shape[-1]
+        return self.gram[..., :, None, :, :].expand(*where.shape, p, p)[where]
+
+    @staticmethod
+    def _targets(target: Tensor, where: Tensor) -> Tensor:
+        return target[..., None, :].expand(*where.shape, target.shape[-1])[where]
+
+    def _pinv(self, free: Tensor, pull: Tensor, bad: Tensor, target: Tensor, sizes: Tensor) -> None:
+        """Overwrite the bad systems' ``free`` and ``pull`` with pseudo-inverse solutions."""
+        p = self.gram.shape[-1]
+        for size in sizes[bad].unique().tolist():
+            where = bad & (sizes == size)
+            block = self._grams(where)[:, :size, :size]
+            chosen = self._targets(target, where)[:, :size]
+            rhs = torch.stack([chosen, torch.ones_like(chosen)], dim=-1)
+            solution = torch.linalg.pinv(block, hermitian=True) @ rhs
+            solution = torch.nn.functional.pad(solution, (0, 0, 0, p - size))
+            free[where], pull[where] = solution[..., 0], solution[..., 1]
 
 
 def constrained_min_norm(gram: Tensor, target: Tensor, total: Tensor) -> Tensor:
@@ -141,41 +448,53 @@ def select_and_fit(
     triples: Tensor,
     counts: list[int],
     folds: int,
+    tables: Tensor | None = None,
+    every_targets: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The constrained fit with the triple count of least held-out error, per example.
 
     Args:
         triples: ``(N, k, 3)`` ranked best first, ``k >= max(counts)``.
         counts: candidate triple counts (prefixes of ``triples``); one count: no selection.
+        tables: with one count, the Walsh table ``(1, 2^d)`` of these pairs
+            (:func:`walsh_tables`) when the caller has it.
+        every_targets: with one count, ``(N, d + C(d, 3))`` the targets of every
+            column on these pairs (:func:`every_column_targets`) when the caller has them.
 
     Returns:
         ``(N, d + k)`` coefficients (0 beyond each example's chosen count) and
         ``(N,)`` the chosen count.
+
+    Every example is fitted for every count and fold in batched solves; the
+    counts are right-hand sides of the same factorisation (:class:`PrefixFactor`).
     """
     d = sampled.shape[1]
     batch = odd.shape[0]
     triples = triples[:, : max(counts)]
     if len(counts) == 1:
-        grams, targets, _ = fold_grams(sampled, weights, odd, triples, 1)
-        coefficients = PrefixFactor(grams[0]).solve(targets[0], total, d + counts[0])
+        single = FoldSystems(sampled, weights, odd, triples, 1, tables, every_targets)
+        coefficients = PrefixFactor(single.whole_gram()).solve(
+            single.targets[0], total, d + counts[0]
+        )
         return coefficients, torch.full((batch,), counts[0], device=odd.device)
-    grams, targets, norms = fold_grams(sampled, weights, odd, triples, folds)
-    whole, whole_target = grams.sum(dim=0), targets.sum(dim=0)
-    # every training split (all folds but one) factored once, for every count
-    train = PrefixFactor(whole - grams)
-    train_target = whole_target - targets
-    errors = []
-    for k in counts:
-        c = train.solve(train_target, total.expand(folds, batch), d + k)  # (F, N, p)
+    systems = FoldSystems(sampled, weights, odd, triples, folds)
+    targets, norms = systems.targets, systems.norms
+    whole_target = targets.sum(dim=0)
+    sizes = torch.tensor([d + k for k in counts], device=odd.device).expand(batch, -1)
+    errors = odd.new_zeros(batch, len(counts))
+    whole = systems.whole_gram()
+    # fold by fold (a few): one (N, p, p) Gram and factor at a time, not (F, N, p, p)
+    for f in range(folds):
+        # every training split (all folds but one) factored once, for every count
+        train = systems.without(f)
+        c = PrefixFactor(train).solve_sizes(whole_target - targets[f], total, sizes)
         # held-out weighted squared error from the fold's Gram: u'Wu - 2 c'b + c'Gc
-        quadratic = (c[..., None, :] @ grams @ c[..., None])[..., 0, 0]
-        errors.append((norms - 2 * (c * targets).sum(dim=-1) + quadratic).sum(dim=0))
-    best = torch.stack(errors).argmin(dim=0)  # (N,): the first of equal errors
-    full = PrefixFactor(whole)
-    coefficients = whole.new_zeros(batch, whole.shape[-1])
-    for index, k in enumerate(counts):
-        rows = best == index
-        if bool(rows.any()):
-            coefficients[rows] = full.solve(whole_target, total, d + k)[rows]
-    chosen = torch.tensor(counts, device=odd.device)[best]
-    return coefficients, chosen
+        held = whole - train if systems.grams is None else systems.grams[f]
+        quadratic = ((held @ c.mT).mT * c).sum(dim=-1)  # (N, C)
+        linear = (c * targets[f][:, None, :]).sum(dim=-1)
+        errors += norms[f][:, None] - 2 * linear + quadratic
+    best = errors.argmin(dim=1)  # the first of equal errors
+    coefficients = PrefixFactor(whole).solve_sizes(
+        whole_target, total, sizes.gather(1, best[:, None])
+    )
+    return coefficients[:, 0], torch.tensor(counts, device=odd.device)[best]

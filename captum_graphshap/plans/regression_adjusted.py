@@ -179,7 +179,13 @@ def held_out_error(
 
 
 def fit_odd_surrogate(
-    sampled: Tensor, weights: Tensor, odd: Tensor, total: Tensor, triples: Tensor
+    sampled: Tensor,
+    weights: Tensor,
+    odd: Tensor,
+    total: Tensor,
+    triples: Tensor,
+    tables: Tensor | None = None,
+    every_targets: Tensor | None = None,
 ) -> OddCubicSurrogate:
     """Kernel-weighted least squares of the odd values with ``sum f = u(D)`` enforced.
 
@@ -189,10 +195,17 @@ def fit_odd_surrogate(
         odd: ``(N, P)`` ``(v(S) - v(D - S)) / 2``.
         total: ``(N,)`` ``(v(D) - v(empty)) / 2``: at ``s = 1`` every parity is 1.
         triples: ``(N, k, 3)``.
+        tables: ``(1, 2^d)`` Walsh table of these pairs' weights when the caller
+            has it (:func:`~captum_graphshap.plans.odd_fit.walsh_tables`).
+        every_targets: ``(N, d + C(d, 3))`` targets of every column on these
+            pairs when the caller has them
+            (:func:`~captum_graphshap.plans.odd_fit.every_column_targets`).
     """
     d = sampled.shape[1]
-    # streamed Gram and one Cholesky (pinv where rank-deficient): plans/odd_fit.py
-    coefficients, _ = select_and_fit(sampled, weights, odd, total, triples, [triples.shape[1]], 1)
+    # Walsh-table or streamed Gram and one Cholesky (pinv where rank-deficient)
+    coefficients, _ = select_and_fit(
+        sampled, weights, odd, total, triples, [triples.shape[1]], 1, tables, every_targets
+    )
     return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], triples)
 
 
@@ -205,14 +218,17 @@ def even_pairwise(sampled: Tensor, weights: Tensor, even: Tensor) -> Tensor:
     """
     dtype = even.dtype
     d = sampled.shape[1]
-    s = 2 * sampled.to(dtype) - 1
+    # the pair parities gathered as rows of s^T (contiguous), then transposed
+    columns = (2 * sampled.to(dtype) - 1).T.contiguous()
     upper = torch.triu_indices(d, d, 1, device=sampled.device)
-    design = torch.cat([torch.ones_like(s[:, :1]), s[:, upper[0]] * s[:, upper[1]]], dim=1)
+    parities = columns[upper[0]] * columns[upper[1]]
+    design = torch.cat([torch.ones_like(columns[:1]), parities], dim=0).T
     root = weights.to(dtype).sqrt()[:, None]
     scaled = design * root
     targets = even * root[:, 0]
     if scaled.shape[1] <= scaled.shape[0]:
-        solution = targets @ (torch.linalg.pinv(scaled.T @ scaled, hermitian=True) @ scaled.T).T
+        # (targets X) pinv(X'X)': the (N, P) targets meet the design once
+        solution = (targets @ scaled) @ torch.linalg.pinv(scaled.T @ scaled, hermitian=True).T
     else:
         solution = targets @ (scaled.T @ torch.linalg.pinv(scaled @ scaled.T, hermitian=True)).T
     matrix = solution.new_zeros(even.shape[0], d, d)

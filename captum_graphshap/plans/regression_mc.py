@@ -45,7 +45,8 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from .regression_adjusted import fit_odd_surrogate, ranked_triples
+from .odd_fit import every_column_targets, shares_triple_design, use_walsh, walsh_tables
+from .regression_adjusted import PARAMETERS_PER_PAIR, fit_odd_surrogate, ranked_triples
 from .regression_adjusted import triple_count as cubic_triple_count
 from .sampling import distinct_subsets, pair_capacity, size_allocation, uniform_subsets
 from .surrogates import OddCubicSurrogate
@@ -226,6 +227,17 @@ def regression_mc_shapley(
     if draws == 0:
         return phi
     fold = torch.arange(draws, device=sampled.device) % folds
+    # the fits' Walsh tables (plans/odd_fit.py), one per fold and one for the
+    # enumerated pairs (never held out): a fit's table is their total less its fold's
+    tables = every = None
+    # each fold's fit gathers one (N, p, p) Gram of about d + 0.35 P parameters
+    parameters = d + int(PARAMETERS_PER_PAIR * pairs)
+    labels = torch.cat([torch.full((enumerated,), folds, device=sampled.device), fold])
+    if use_walsh(d, folds + 1, folds, values.shape[0], pairs, parameters):
+        tables = walsh_tables(sampled, fit_weights, folds + 1, dtype, labels)
+    if tables is not None and shares_triple_design(d, values.shape[0], parameters):
+        # likewise the targets of every column, once per part rather than per fit
+        every = every_column_targets(sampled, fit_weights, odd, labels, folds + 1)
     correction = torch.zeros_like(phi)
     for k in range(folds):
         held = torch.cat(
@@ -238,6 +250,8 @@ def regression_mc_shapley(
             even[:, ~held],
             (full - empty) / 2,
             strength,
+            None if tables is None else (tables.sum(dim=0) - tables[k])[None],
+            None if every is None else every.sum(dim=0) - every[k],
         )
         # phi(g) less its endpoint and enumerated terms: g's share of the open sizes
         fitted_enumerated = surrogate.values(sampled[:enumerated])
@@ -259,8 +273,14 @@ def _fit_out_of_fold(
     even: Tensor,
     total: Tensor,
     strength: Tensor | None,
+    tables: Tensor | None = None,
+    every_targets: Tensor | None = None,
 ) -> OddCubicSurrogate:
-    """The odd cubic fitted on the pairs outside the held fold (a zero game without any)."""
+    """The odd cubic fitted on the pairs outside the held fold (a zero game without any).
+
+    ``tables``: the ``(1, 2^d)`` Walsh table of these pairs' weights, and
+    ``every_targets`` the targets of every column on them, or None.
+    """
     batch, d = odd.shape[0], sampled.shape[1]
     no_triples = odd.new_zeros(batch, 0, 3, dtype=torch.long)
     if sampled.shape[0] == 0:
@@ -269,4 +289,4 @@ def _fit_out_of_fold(
         return OddCubicSurrogate(linear, odd.new_zeros(batch, 0), no_triples)
     count = cubic_triple_count(d, sampled.shape[0], informed=strength is not None)
     triples = ranked_triples(sampled, weights, even, count, strength)
-    return fit_odd_surrogate(sampled, weights, odd, total, triples)
+    return fit_odd_surrogate(sampled, weights, odd, total, triples, tables, every_targets)

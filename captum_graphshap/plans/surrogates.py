@@ -99,15 +99,20 @@ def all_triples(d: int, device: torch.device | None = None) -> Tensor:
 
 
 def odd_features(coalitions: Tensor, triples: Tensor, dtype: torch.dtype) -> Tensor:
-    """The odd basis on coalitions ``(M, d)``: ``(M, d)`` ``s_i`` or, with per-example
-    triples ``(N, k, 3)``, ``(N, M, d + k)`` ``[s_i, s_i s_j s_k]``."""
+    """The odd basis on coalitions ``(M, d)``: ``(M, d + k)`` ``[s_i, s_i s_j s_k]`` for
+    shared triples ``(k, 3)`` or, with per-example triples ``(N, k, 3)``, ``(N, M, d + k)``."""
     s = 2 * coalitions.to(dtype) - 1
+    # the parities are gathered as rows of s^T (contiguous), not columns of s
+    columns = s.T.contiguous()
     if triples.dim() == 2:
-        cubic = s[:, triples[:, 0]] * s[:, triples[:, 1]] * s[:, triples[:, 2]]
-        return torch.cat([s, cubic], dim=1)
-    batch = triples.shape[0]
-    picked = s[:, triples.reshape(-1)].view(s.shape[0], batch, triples.shape[1], 3).prod(dim=3)
-    return torch.cat([s.expand(batch, *s.shape), picked.permute(1, 0, 2)], dim=2)
+        cubic = columns[triples[:, 0]] * columns[triples[:, 1]] * columns[triples[:, 2]]
+        return torch.cat([columns, cubic], dim=0).T
+    return torch.cat([s.expand(triples.shape[0], *s.shape), _cubic_rows(columns, triples).mT], 2)
+
+
+def _cubic_rows(columns: Tensor, triples: Tensor) -> Tensor:
+    """``(N, k, M)`` parities ``s_i s_j s_k`` from ``s^T`` ``(d, M)`` and triples ``(N, k, 3)``."""
+    return columns[triples[..., 0]] * columns[triples[..., 1]] * columns[triples[..., 2]]
 
 
 @dataclass(frozen=True)
@@ -138,9 +143,13 @@ class OddCubicSurrogate:
 
     def values(self, coalitions: Tensor) -> Tensor:
         """``(N, M)`` values on shared coalitions ``(M, d)``."""
-        design = odd_features(coalitions, self.triples, self.linear.dtype)
-        coefficients = torch.cat([self.linear, self.cubic], dim=1)
-        return (design @ coefficients[..., None])[..., 0]
+        s = 2 * coalitions.to(self.linear.dtype) - 1
+        values = self.linear @ s.T
+        if self.cubic.shape[1]:
+            # no (N, M, d + k) design: the triples' parities as (N, k, M) rows
+            cubic = _cubic_rows(s.T.contiguous(), self.triples)
+            values = values + (self.cubic[:, None, :] @ cubic)[:, 0]
+        return values
 
 
 def select_triples(strength: Tensor, count: int) -> Tensor:
