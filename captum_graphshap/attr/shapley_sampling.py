@@ -209,27 +209,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if options.control_variate is not None:
             surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
-        reference_index = None
-        if options.budget is not None and _fills_budget(options, d):
-            paired = options.antithetic and options.return_uncertainty
-            rows = options.budget - (taylor_cost(d) if surrogate is not None else 0)
-            shared, references = filled_orderings_and_references(
-                d, rows, options.antithetic, generator, game.device,
-                minimum=count, even=paired,
-                references=game.num_references if options.references is not None else 0,
-            )  # fmt: skip
-            ranks = shared.expand(game.batch_size, -1, -1)
-            count = ranks.shape[1]
-            if references is not None:
-                reference_index = (
-                    references.expand(game.batch_size, -1).repeat_interleave(d + 1, dim=1)
-                ).reshape(-1)
-        else:
-            ranks = permutation_ranks(
-                game.batch_size, d, count, options.antithetic, generator, game.device
-            )
-            if options.references is not None:
-                reference_index = _sampled_references(game, ranks, options.antithetic, generator)
+        cost = taylor_cost(d) if surrogate is not None else 0
+        ranks, reference_index = _draw_orderings(game, options, count, cost)
+        count = ranks.shape[1]
         plan = permutation_plan(ranks, options.antithetic)
         values = game.evaluate_rows(
             plan.example_index,  # type: ignore[arg-type]
@@ -280,6 +262,33 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         )
         paired = options.antithetic and options.return_uncertainty
         return count - count % 2 if paired else count
+
+
+def _draw_orderings(
+    game: CoalitionGame, options: ShapleySamplingOptions, count: int, surrogate_cost: int
+) -> tuple[Tensor, Tensor | None]:
+    """The orderings' ranks ``(N, M, d)`` and, with ``references``, each row's reference.
+
+    With ``budget=`` orderings are added while their distinct prefixes fit the
+    budget left after the surrogate's derivatives (``count`` at least), shared
+    by the batch; otherwise ``count`` orderings.
+    """
+    d, batch, generator = game.num_features, game.batch_size, options.generator
+    if options.budget is not None and _fills_budget(options, d):
+        shared, references = filled_orderings_and_references(
+            d, options.budget - surrogate_cost, options.antithetic, generator, game.device,
+            minimum=count, even=options.antithetic and options.return_uncertainty,
+            references=game.num_references if options.references is not None else 0,
+        )  # fmt: skip
+        ranks = shared.expand(batch, -1, -1)
+        if references is None:
+            return ranks, None
+        per_row = references.expand(batch, -1).repeat_interleave(d + 1, dim=1)
+        return ranks, per_row.reshape(-1)
+    ranks = permutation_ranks(batch, d, count, options.antithetic, generator, game.device)
+    if options.references is None:
+        return ranks, None
+    return ranks, _sampled_references(game, ranks, options.antithetic, generator)
 
 
 def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:

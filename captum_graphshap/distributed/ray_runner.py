@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._warnings import warn_caller
 from .fingerprint import explainer_record, run_manifest
 from .shards import (
     EXTRA_HINT,
@@ -257,6 +257,70 @@ def explain_dataset(
         )
         phi = read_explanations("explanations/")["attributions"]
     """
+    n, ids, kwargs = _checked_arguments(
+        explainer_factory, dataset, ids, attribute_kwargs, shard_size, batch_size,
+        num_actors, cpus_per_actor, max_retries, seed,
+    )  # fmt: skip
+    ray = require_ray()
+    settings = ShardSettings(n, shard_size, batch_size, seed)
+    manifest = run_manifest(settings, kwargs, ids, dataset)  # one pass over the data
+    directory = Path(output_dir).resolve()
+    done, rerun = _resume(directory, settings, ids, manifest, overwrite)
+    pending = [s for s in range(settings.n_shards) if s not in done]
+    skipped = tuple(sorted(done))
+    if not pending:
+        return DatasetRun(directory, (), skipped, 0, 0, "cpu", 0.0, rerun)
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=show_progress)
+    gpu, num_actors = _actor_pool(ray, use_gpu, num_actors, cpus_per_actor, len(pending))
+
+    started = time.perf_counter()
+    summary = _explain_pending(
+        ray, pending, show_progress, directory,
+        (explainer_factory, dataset, ids, directory, settings, kwargs, gpu,
+         cpus_per_actor, num_actors, max_retries, manifest["fingerprint"], ray),
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    written = tuple(sorted(int(row["shard"]) for row in summary))
+    return DatasetRun(
+        directory,
+        written,
+        skipped,
+        int(sum(int(row["examples"]) for row in summary)),
+        num_actors,
+        "cuda" if gpu else "cpu",
+        seconds,
+        rerun,
+    )
+
+
+def _explain_pending(
+    ray: Any, pending: list[int], show_progress: bool, directory: Path, run_args: tuple[Any, ...]
+) -> list[dict[str, Any]]:
+    """The Ray Data job over the pending shards (``run_args``: :func:`_run`'s, after the shards)."""
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = show_progress
+    shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
+    quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
+    with quiet, _explainer_conflicts_raised(directory):
+        return _run(shards, *run_args)
+
+
+def _checked_arguments(
+    explainer_factory: Any,
+    dataset: Any,
+    ids: Sequence[Any] | None,
+    attribute_kwargs: Mapping[str, Any] | None,
+    shard_size: int,
+    batch_size: int,
+    num_actors: int | None,
+    cpus_per_actor: int,
+    max_retries: int,
+    seed: int | None,
+) -> tuple[int, list[Any], dict[str, Any]]:
+    """Every argument checked before Ray starts: the examples, their ids, the kwargs."""
     check_factory(explainer_factory)
     n = dataset_length(dataset)
     if n == 0:
@@ -283,11 +347,21 @@ def explain_dataset(
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}.")
-    ray = require_ray()
+    return n, ids, kwargs
 
-    settings = ShardSettings(n, shard_size, batch_size, seed)
-    manifest = run_manifest(settings, kwargs, ids, dataset)  # one pass over the data
-    directory = Path(output_dir).resolve()
+
+def _resume(
+    directory: Path,
+    settings: ShardSettings,
+    ids: list[Any],
+    manifest: Mapping[str, Any],
+    overwrite: bool,
+) -> tuple[set[int], tuple[int, ...]]:
+    """The shards already written and sound, and the damaged ones to explain again.
+
+    Refuses a folder that holds another run (the manifest); damaged shard
+    files are deleted, with a warning naming them.
+    """
     check_manifest(directory, manifest, overwrite)
     remove_temporaries(directory)
     (directory / _CONFLICT).unlink(missing_ok=True)
@@ -296,19 +370,17 @@ def explain_dataset(
     done, damaged = verify_shards(directory, settings, ids, manifest["fingerprint"], explainer)
     if damaged:
         found = "; ".join(f"{shard_path(directory, s).name}: {why}" for s, why in damaged.items())
-        warnings.warn(
+        warn_caller(
             f"output_dir {str(directory)!r} held damaged shard files, deleted and explained "
-            f"again: {found}.",
-            stacklevel=2,
+            f"again: {found}."
         )
-    rerun = tuple(shard for shard in sorted(damaged) if shard < settings.n_shards)
-    pending = [s for s in range(settings.n_shards) if s not in done]
-    skipped = tuple(sorted(done))
-    if not pending:
-        return DatasetRun(directory, (), skipped, 0, 0, "cpu", 0.0, rerun)
+    return done, tuple(shard for shard in sorted(damaged) if shard < settings.n_shards)
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=show_progress)
+
+def _actor_pool(
+    ray: Any, use_gpu: bool | None, num_actors: int | None, cpus_per_actor: int, pending: int
+) -> tuple[bool, int]:
+    """Whether the actors take a GPU each, and how many there are."""
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     gpu = gpus > 0 if use_gpu is None else bool(use_gpu)
@@ -316,51 +388,25 @@ def explain_dataset(
         raise ValueError("use_gpu=True but the Ray cluster has no GPU; pass use_gpu=False.")
     if num_actors is None:
         num_actors = gpus if gpu else max(1, int(resources.get("CPU", 1)) // cpus_per_actor)
-    num_actors = min(num_actors, len(pending))
+    return gpu, min(num_actors, pending)
 
-    import ray.data
 
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = show_progress
-    shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
-    started = time.perf_counter()
-    quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
+@contextlib.contextmanager
+def _explainer_conflicts_raised(directory: Path) -> Iterator[None]:
+    """An actor that built another explainer than the run's fails the run: say so plainly.
+
+    Ray wraps an actor's exception in its own; the actor leaves its message in
+    ``_CONFLICT``, raised here as a plain ``ValueError``.
+    """
     try:
-        with quiet:
-            summary = _run(
-                shards,
-                explainer_factory,
-                dataset,
-                ids,
-                directory,
-                settings,
-                kwargs,
-                gpu,
-                cpus_per_actor,
-                num_actors,
-                max_retries,
-                manifest["fingerprint"],
-                ray,
-            )
+        yield
     except Exception:
         conflict = directory / _CONFLICT
-        if conflict.exists():  # an actor built another explainer: say so plainly
+        if conflict.exists():
             message = json.loads(conflict.read_text())["message"]
             conflict.unlink(missing_ok=True)
             raise ValueError(message) from None
         raise
-    seconds = time.perf_counter() - started
-    written = tuple(sorted(int(row["shard"]) for row in summary))
-    return DatasetRun(
-        directory,
-        written,
-        skipped,
-        int(sum(int(row["examples"]) for row in summary)),
-        num_actors,
-        "cuda" if gpu else "cpu",
-        seconds,
-        rerun,
-    )
 
 
 @contextlib.contextmanager

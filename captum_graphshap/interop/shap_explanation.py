@@ -306,7 +306,50 @@ def to_shap_explanation(
     """
     tensors, _ = format_inputs(inputs)
     features = format_feature_mask(feature_mask, tensors)
-    batch, d = tensors[0].shape[0], features.num_features
+    kind = _check_kind(kind, words, tensors, reduce, forward_func, base_values)
+    values, present = _per_feature(attributions, tensors, features, reduce)
+    checked_words = _check_kind_arguments(
+        kind, tensors, words, feature_names, features.num_features, present
+    )
+    base = _as_base_values(base_values, tensors[0].shape[0])
+    shap = require("shap", "shap", "to_shap_explanation")
+    if forward_func is not None:
+        base = _base_values(
+            forward_func,
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            references,
+            value,
+        )
+    if kind == "features":
+        names = (
+            list(feature_names)
+            if feature_names is not None
+            else [f"feature {j}" for j in range(features.num_features)]
+        )
+        return shap.Explanation(
+            values=values.cpu().numpy(),
+            base_values=base,
+            data=_feature_means(tensors, features).cpu().numpy(),
+            feature_names=names,
+        )
+    if kind == "image":
+        return _image_explanation(shap, values, tensors, features, base)
+    return _text_explanation(shap, values, checked_words, base)
+
+
+def _check_kind(
+    kind: str | None,
+    words: Any,
+    tensors: tuple[Tensor, ...],
+    reduce: str,
+    forward_func: Any,
+    base_values: Any,
+) -> str:
+    """The explanation's kind (inferred when None) and the options every kind checks."""
     if kind is None:
         kind = (
             "text"
@@ -325,17 +368,28 @@ def to_shap_explanation(
         )
     if forward_func is not None and not callable(forward_func):
         raise TypeError(f"forward_func must be callable, got {type(forward_func).__name__}.")
-    values, present = _per_feature(attributions, tensors, features, reduce)
-    if kind == "image":
-        if len(tensors) != 1 or tensors[0].dim() not in (3, 4):
-            raise ValueError(
-                'kind="image" needs one (N, C, H, W) or (N, H, W) tensor of inputs, got '
-                f"shapes {[tuple(t.shape) for t in tensors]}."
-            )
+    return kind
+
+
+def _check_kind_arguments(
+    kind: str,
+    tensors: tuple[Tensor, ...],
+    words: Any,
+    feature_names: Any,
+    d: int,
+    present: Any,
+) -> list[list[str]]:
+    """The arguments that belong to one kind; the checked words for ``"text"``."""
+    if kind == "image" and (len(tensors) != 1 or tensors[0].dim() not in (3, 4)):
+        raise ValueError(
+            'kind="image" needs one (N, C, H, W) or (N, H, W) tensor of inputs, got '
+            f"shapes {[tuple(t.shape) for t in tensors]}."
+        )
+    checked_words: list[list[str]] = []
     if kind == "text":
         if words is None:
             raise ValueError('kind="text" needs words=, the words of each example.')
-        checked_words = _check_words(words, batch, present)
+        checked_words = _check_words(words, tensors[0].shape[0], present)
     elif words is not None:
         raise ValueError(f'words= is for kind="text", not kind={kind!r}.')
     if feature_names is not None:
@@ -345,43 +399,30 @@ def to_shap_explanation(
             raise ValueError(
                 f"feature_names must hold {d} names, one per feature, got {feature_names!r:.80}."
             )
-    base = _as_base_values(base_values, batch)
+    return checked_words
 
-    shap = require("shap", "shap", "to_shap_explanation")
-    if forward_func is not None:
-        base = _base_values(
-            forward_func,
-            inputs,
-            baselines,
-            target,
-            additional_forward_args,
-            feature_mask,
-            references,
-            value,
-        )
-    if kind == "features":
-        names = (
-            list(feature_names) if feature_names is not None else [f"feature {j}" for j in range(d)]
-        )
-        return shap.Explanation(
-            values=values.cpu().numpy(),
-            base_values=base,
-            data=_feature_means(tensors, features).cpu().numpy(),
-            feature_names=names,
-        )
-    if kind == "image":
-        image = tensors[0]
-        per_pixel = features.scatter(values, tensors, torch.float64)[0]
-        if image.dim() == 3:
-            image, per_pixel = image.unsqueeze(1), per_pixel.unsqueeze(1)
-        return shap.Explanation(
-            values=per_pixel.permute(0, 2, 3, 1).cpu().numpy(),
-            base_values=base,
-            data=image.detach().to(torch.float64).permute(0, 2, 3, 1).cpu().numpy(),
-        )
-    rows = [values[n, : len(row)].cpu().numpy() for n, row in enumerate(checked_words)]
-    tokens = [np.array([w + " " for w in row[:-1]] + row[-1:]) for row in checked_words]
-    if len({len(row) for row in checked_words}) == 1:
+
+def _image_explanation(
+    shap: Any, values: Tensor, tensors: tuple[Tensor, ...], features: Any, base: Any
+) -> Any:
+    """Channels-last ``(N, H, W, C)`` values and pixels, each pixel with its feature's value."""
+    image = tensors[0]
+    per_pixel = features.scatter(values, tensors, torch.float64)[0]
+    if image.dim() == 3:
+        image, per_pixel = image.unsqueeze(1), per_pixel.unsqueeze(1)
+    return shap.Explanation(
+        values=per_pixel.permute(0, 2, 3, 1).cpu().numpy(),
+        base_values=base,
+        data=image.detach().to(torch.float64).permute(0, 2, 3, 1).cpu().numpy(),
+    )
+
+
+def _text_explanation(shap: Any, values: Tensor, words: list[list[str]], base: Any) -> Any:
+    """One value per word; ragged object arrays when the examples differ in length."""
+    batch = len(words)
+    rows = [values[n, : len(row)].cpu().numpy() for n, row in enumerate(words)]
+    tokens = [np.array([w + " " for w in row[:-1]] + row[-1:]) for row in words]
+    if len({len(row) for row in words}) == 1:
         return shap.Explanation(
             values=np.stack(rows), base_values=base, data=np.stack(tokens), feature_names=None
         )
