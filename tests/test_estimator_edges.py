@@ -132,3 +132,26 @@ def test_taylor_control_variate_refuses_a_small_budget_before_any_call():
 def test_a_huge_budget_is_refused_naming_budget(cls):
     with pytest.raises(ValueError, match="lower budget"):
         cls(lambda t: t.sum(1)).attribute(torch.ones(1, 30), budget=10**9)
+
+
+def test_regression_mc_is_finite_and_efficient_at_a_thousand_features():
+    # C(1024, 512) is near float64's largest number: the draws' importance and the
+    # pair weights apart over- and underflow (inf * 0 was NaN, refused as an
+    # internal error); combined in log space they are finite.
+    d = 1024
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+    ).double()
+    x = torch.randn(2, d, dtype=torch.float64)
+    phi = PairedKernelShap(model).attribute(
+        x,
+        target=0,
+        estimator="regression_mc",
+        budget=4096,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert bool(torch.isfinite(phi).all())
+    with torch.no_grad():
+        gain = model(x)[:, 0] - model(torch.zeros(1, d, dtype=torch.float64))[:, 0]
+    torch.testing.assert_close(phi.sum(1), gain, rtol=1e-9, atol=1e-9)

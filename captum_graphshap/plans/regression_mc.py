@@ -41,6 +41,8 @@ fits on ``(K - 1) / K`` of the draws and the residual's sampling noise.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -58,18 +60,30 @@ from .surrogates import OddCubicSurrogate
 FOLDS = 8
 
 
-def pair_weights(coalitions: Tensor, dtype: torch.dtype) -> Tensor:
-    """``(M, d)`` ``2 c_i(T)``: the Shapley weight of the pair ``{T, D - T}`` on ``u(T)``."""
+def pair_weights(coalitions: Tensor, dtype: torch.dtype, log_scale: Tensor | None = None) -> Tensor:
+    """``(M, d)`` ``2 c_i(T)``: the Shapley weight of the pair ``{T, D - T}`` on ``u(T)``.
+
+    ``log_scale`` ``(M,)`` multiplies row ``m`` by ``exp(log_scale[m])``. The
+    weights and the draws' importance ``N_s / q_s`` are combined in log space:
+    at d = 1,024 the binomial ``C(d, s)`` of the middle sizes is near float64's
+    largest number, so the two apart over- and underflow (inf * 0 = NaN), while
+    their product is of order one.
+    """
     d = coalitions.shape[1]
     size = coalitions.sum(dim=1).to(torch.float64)
-    binomial = torch.exp(
+    log_binomial = (
         torch.lgamma(torch.tensor(d + 1.0, dtype=torch.float64))
         - torch.lgamma(size + 1)
         - torch.lgamma(d - size + 1)
     )
-    inside = 1.0 / (size * binomial)
-    outside = -1.0 / ((d - size) * binomial)
-    weights = torch.where(coalitions, inside[:, None], outside[:, None])
+    log_inside = -torch.log(size) - log_binomial
+    log_outside = -torch.log(d - size) - log_binomial
+    if log_scale is not None:
+        scale = log_scale.to(device=size.device, dtype=torch.float64)
+        log_inside, log_outside = log_inside + scale, log_outside + scale
+    weights = torch.where(
+        coalitions, torch.exp(log_inside)[:, None], -torch.exp(log_outside)[:, None]
+    )
     return (2 * weights).to(dtype)
 
 
@@ -138,17 +152,18 @@ def regression_mc_plan(
         share = torch.tensor([1.0 if 2 * s == d else 2.0 for s in open_sizes], dtype=torch.float64)
         probabilities = share / share.sum()
         drawn, which = iid_pairs(d, open_sizes, probabilities, left, generator)
-        capacities = torch.tensor(
-            [float(pair_capacity(d, s)) for s in open_sizes], dtype=torch.float64
+        # the log of an exact int: no overflow at any d
+        log_capacities = torch.tensor(
+            [math.log(pair_capacity(d, s)) for s in open_sizes], dtype=torch.float64
         )
-        importance = (capacities / probabilities)[which.cpu()]
+        log_importance = (log_capacities - torch.log(probabilities))[which.cpu()]
         # fit weight: the size pair's kernel mass spread over its expected draws
         drawn_mass = (torch.tensor(open_mass, dtype=torch.float64) / probabilities)[
             which.cpu()
         ] / left
     else:
         drawn = torch.zeros(0, d, dtype=torch.bool, device=cpu)
-        importance = drawn_mass = torch.zeros(0, dtype=torch.float64)
+        log_importance = drawn_mass = torch.zeros(0, dtype=torch.float64)
     sampled = torch.cat([fixed, drawn]).to(device)
     endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
     endpoints[1] = True
@@ -157,7 +172,7 @@ def regression_mc_plan(
         sampled,
         fixed.shape[0],
         torch.cat([fixed_mass, drawn_mass]).to(device),
-        importance.to(device),
+        log_importance.to(device),
         max(1, min(folds, drawn.shape[0])),
         strength,
     )
@@ -175,12 +190,12 @@ class _Design:
         sampled: Tensor,
         enumerated: int,
         fit_weights: Tensor,
-        importance: Tensor,
+        log_importance: Tensor,
         folds: int,
         strength: Tensor | None,
     ) -> None:
         self.sampled, self.enumerated = sampled, enumerated
-        self.fit_weights, self.importance = fit_weights, importance
+        self.fit_weights, self.log_importance = fit_weights, log_importance
         self.folds, self.strength = folds, strength
 
     def estimate(self, values: Tensor) -> Tensor:
@@ -189,7 +204,7 @@ class _Design:
             self.sampled,
             self.enumerated,
             self.fit_weights,
-            self.importance,
+            self.log_importance,
             values,
             self.folds,
             self.strength,
@@ -200,7 +215,7 @@ def regression_mc_shapley(
     sampled: Tensor,
     enumerated: int,
     fit_weights: Tensor,
-    importance: Tensor,
+    log_importance: Tensor,
     values: Tensor,
     folds: int,
     strength: Tensor | None = None,
@@ -211,7 +226,7 @@ def regression_mc_shapley(
         sampled: ``(P, d)`` bool, the enumerated pairs' coalitions then the draws.
         enumerated: how many of ``sampled`` are enumerated.
         fit_weights: ``(P,)`` kernel weights of the surrogate's fit.
-        importance: ``(P - enumerated,)`` ``N_s / q_s`` of each draw.
+        log_importance: ``(P - enumerated,)`` ``log(N_s / q_s)`` of each draw.
         values: ``(N, 2 + 2P)``: ``v(empty), v(D)``, then ``v`` on ``sampled``
             and on their complements.
         folds: ``K >= 1`` (with 1, the surrogate is fitted on the enumerated pairs only).
@@ -261,8 +276,8 @@ def regression_mc_shapley(
             - fitted_enumerated @ weights[:enumerated]
         )
         residual = odd[:, held] - surrogate.values(sampled[held])
-        scaled = residual * importance[fold == k].to(dtype)
-        correction += open_part + scaled @ weights[held] / int(held.sum())
+        weighted = pair_weights(sampled[held], dtype, log_importance[fold == k])
+        correction += open_part + residual @ weighted / int(held.sum())
     return phi + correction / folds
 
 
