@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
         ShapleyResiduals,
         ShapleySampling,
         Shear,
+        clear_caches,
     )
     from .graphs import FeatureGraph, GridGraph, LineGraph, SuperpixelGraph
 
@@ -42,6 +43,7 @@ _LAZY = {
             "ShapleyResiduals",
             "ShapleySampling",
             "Shear",
+            "clear_caches",
         ),
         ".attr",
     ),
@@ -85,6 +87,7 @@ __all__ = [
     "ShapleySampling",
     "Shear",
     "SuperpixelGraph",
+    "clear_caches",
 ]
 
 __version__ = "0.1.0"

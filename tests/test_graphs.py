@@ -580,3 +580,24 @@ def test_graph_modules_import_downwards_only_and_no_private_names() -> None:
     ]
     assert not private, f"private names imported across graphs modules: {private}"
     assert "standard" not in edges["feature_graph"]
+
+
+def test_one_call_empties_every_cache_of_the_package():
+    import captum_graphshap as cg
+    from captum_graphshap.attr.caches import cached_functions
+
+    model = torch.nn.Linear(6, 1)
+    x = torch.randn(2, 6)
+    first = cg.LShapley(model).attribute(x, target=0, k=1)
+    cg.ExactShapley(model).attribute(x, target=0, return_evaluations=True)
+    cg.MyersonValue(model).attribute(x, target=0)
+    functions = cached_functions()
+    assert len(functions) >= 10  # the plans', the engine's and the result types' caches
+    assert sum(f.cache_info().currsize for f in functions) > 0
+    graph = LineGraph(6)
+    before = graph.neighbourhoods(1)
+    cg.clear_caches()
+    assert [f.cache_info().currsize for f in functions] == [0] * len(functions)
+    # the graph's own cache was emptied too: its neighbourhoods are computed anew
+    assert graph.neighbourhoods(1) is not before
+    torch.testing.assert_close(cg.LShapley(model).attribute(x, target=0, k=1), first)

@@ -3,6 +3,7 @@
 from .bayes_shap import BayesShap
 from .bivariate_shapley import BivariateShapley
 from .c_shapley import CShapley
+from .caches import clear_caches
 from .exact_shapley import ExactShapley
 from .l_shapley import LShapley
 from .myerson_value import MyersonValue
@@ -24,4 +25,5 @@ __all__ = [
     "ShapleyResiduals",
     "ShapleySampling",
     "Shear",
+    "clear_caches",
 ]
