@@ -32,6 +32,22 @@ def brute_shapley(v: Game, d: int) -> list[float]:
     return phi
 
 
+def brute_permutation_samples(value: Callable[[list[int]], float], ranks: Tensor) -> Tensor:
+    """``(M, d)`` marginal contributions along the orderings given by ``ranks`` ``(M, d)``.
+
+    Row ``m``: each feature's ``value(before + [i]) - value(before)``, ``before``
+    the features that ordering ``m`` puts ahead of it.
+    """
+    orderings, d = ranks.shape
+    samples = torch.zeros(orderings, d, dtype=torch.float64)
+    for m in range(orderings):
+        order = ranks[m].argsort().tolist()
+        for position, feature in enumerate(order):
+            before = order[:position]
+            samples[m, feature] = value([*before, feature]) - value(before)
+    return samples
+
+
 def graph_restricted(v: Game, graph: nx.Graph) -> Game:
     """Myerson's v^G(S) = sum over components T of S of v(T) - v(empty)."""
     empty = v(frozenset())

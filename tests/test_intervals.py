@@ -25,7 +25,7 @@ from captum_graphshap.uncertainty.intervals import (
 )
 
 from .optional_deps import optional
-from .reference import ChainSumModel, TableGame
+from .reference import ChainSumModel, TableGame, brute_permutation_samples
 from .test_bad_input import CountingModel
 
 
@@ -107,12 +107,7 @@ def test_shapley_sampling_default_interval_is_the_moderated_formula():
     ranks = permutation_ranks(batch, d, n, False, torch.Generator().manual_seed(5), x.device)
     t4, t8 = student_t_quantile(0.9, n - 1), student_t_quantile(0.9, 2 * (n - 1))
     for example in range(batch):
-        samples = torch.zeros(n, d, dtype=torch.float64)
-        for m in range(n):
-            order = ranks[example, m].argsort().tolist()
-            for position, feature in enumerate(order):
-                before = order[:position]
-                samples[m, feature] = model.value([*before, feature]) - model.value(before)
+        samples = brute_permutation_samples(model.value, ranks[example])
         variance, mean_square = samples.var(0), samples.square().mean(0)
         moderated = (variance.sum() / mean_square.sum() * mean_square + variance) / 2
         want = torch.maximum(t4 * variance.sqrt(), t8 * moderated.sqrt()) / math.sqrt(n)

@@ -14,7 +14,7 @@ from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.plans.sampling import permutation_ranks
 
-from .reference import CallCounter, TableGame, brute_shapley
+from .reference import CallCounter, TableGame, brute_permutation_samples, brute_shapley
 
 
 def softplus_mlp(d: int, seed: int = 0) -> nn.Module:
@@ -57,12 +57,7 @@ def test_mean_and_normal_half_width_are_the_textbook_formulas():
     ranks = permutation_ranks(batch, d, n, False, seeded(5), x.device)
     z = 1.6448536269514722
     for example in range(batch):
-        samples = torch.zeros(n, d, dtype=torch.float64)
-        for m in range(n):
-            order = ranks[example, m].argsort().tolist()
-            for position, feature in enumerate(order):
-                before = order[:position]
-                samples[m, feature] = model.value([*before, feature]) - model.value(before)
+        samples = brute_permutation_samples(model.value, ranks[example])
         torch.testing.assert_close(got[example], samples.mean(0), rtol=0, atol=1e-12)
         torch.testing.assert_close(
             half[example], z * samples.std(0) / math.sqrt(n), rtol=1e-12, atol=1e-12
