@@ -5,9 +5,7 @@ from __future__ import annotations
 import captum.attr as captum_attr
 
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import DenseCoalitions, Plan
-from ..plans.exact import all_coalitions
-from ..plans.linear import shapley_from_all_coalitions
+from ..plans.exact import exact_shapley_plan
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 
 
@@ -39,6 +37,5 @@ class ExactShapley(GameAttribution, captum_attr.ShapleyValues):
     exact_for_dummies = True
 
     def explain(self, game: CoalitionGame, options: Options, show_progress: bool) -> Outcome:
-        coalitions = all_coalitions(game.num_features, game.device)
-        plan = Plan(DenseCoalitions(coalitions), shapley_from_all_coalitions, distinct=True)
+        plan = exact_shapley_plan(game.num_features, game.device)
         return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc)))

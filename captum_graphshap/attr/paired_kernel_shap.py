@@ -9,10 +9,9 @@ import captum.attr as captum_attr
 import torch
 
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import DenseCoalitions, Plan
-from ..plans.exact import all_coalitions
+from ..engine.plan import Plan
+from ..plans.exact import exact_shapley_plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ..plans.linear import shapley_from_all_coalitions
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
 from ..plans.sampling import (
@@ -195,8 +194,7 @@ def auto_plan(
     """
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
-        every = DenseCoalitions(all_coalitions(d, device))
-        return Plan(every, shapley_from_all_coalitions, distinct=True), "exact"
+        return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
     if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:

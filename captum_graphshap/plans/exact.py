@@ -11,10 +11,10 @@ import functools
 import torch
 from torch import Tensor
 
-from ..engine.plan import MemberCoalitions, Plan
+from ..engine.plan import DenseCoalitions, MemberCoalitions, Plan
 from ..graphs import FeatureGraph, LineGraph
 from .limits import MAX_COALITIONS, MAX_GRAPH_COALITIONS, check_plan_size
-from .linear import SparseLinearMap, myerson_weight
+from .linear import SparseLinearMap, myerson_weight, shapley_from_all_coalitions
 
 
 def all_coalitions(
@@ -40,6 +40,14 @@ def _all_coalitions_cached(d: int, device: torch.device) -> Tensor:
     codes = torch.arange(2**d, device=device)
     bits = torch.arange(d, device=device)
     return ((codes[:, None] >> bits) & 1).bool()
+
+
+def exact_shapley_plan(
+    d: int, device: torch.device | str = "cpu", *, method: str = "ExactShapley"
+) -> Plan:
+    """Exact Shapley values: every coalition (:func:`all_coalitions`) and the fixed linear map."""
+    coalitions = all_coalitions(d, device, method=method)
+    return Plan(DenseCoalitions(coalitions), shapley_from_all_coalitions, distinct=True)
 
 
 def myerson_plan(graph: FeatureGraph, limit: int | None = None) -> Plan:
