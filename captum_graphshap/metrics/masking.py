@@ -202,16 +202,12 @@ def _check_feature_mask(feature_mask: Tensor | None, inputs: Tensor) -> tuple[Te
         raise ValueError(
             f"feature_mask is on {feature_mask.device} but inputs is on {inputs.device}."
         )
-    try:
-        shape = torch.broadcast_shapes(feature_mask.shape, inputs.shape)
-    except RuntimeError:
-        shape = None
-    if shape != inputs.shape:
-        raise ValueError(
-            f"feature_mask of shape {tuple(feature_mask.shape)} does not broadcast to inputs "
-            f"{tuple(inputs.shape)}; use e.g. (1, *inputs.shape[1:]) or a shape with 1 for "
-            "grouped dimensions."
-        )
+    _check_broadcasts(
+        feature_mask,
+        "feature_mask",
+        inputs,
+        "use e.g. (1, *inputs.shape[1:]) or a shape with 1 for grouped dimensions",
+    )
     ids = feature_mask.long().expand(inputs.shape).reshape(n, -1)
     if bool((ids < 0).any()):
         raise ValueError("feature_mask has negative ids; ids must be 0, 1, ..., d-1.")
@@ -226,20 +222,27 @@ def _check_baselines(baselines: Any, inputs: Tensor) -> Tensor:
         return _integral_for(scalar, inputs).to(inputs.dtype)
     if not isinstance(baselines, Tensor):
         raise TypeError(f"baselines must be a number or a tensor, got {type(baselines).__name__}.")
-    try:
-        shape = torch.broadcast_shapes(baselines.shape, inputs.shape)
-    except RuntimeError:
-        shape = None
-    if shape != inputs.shape:
-        raise ValueError(
-            f"baselines of shape {tuple(baselines.shape)} does not broadcast to inputs "
-            f"{tuple(inputs.shape)}; use batch size 1 or N and the inputs' other dimensions."
-        )
+    _check_broadcasts(
+        baselines, "baselines", inputs, "use batch size 1 or N and the inputs' other dimensions"
+    )
     if baselines.device != inputs.device:
         raise ValueError(f"baselines is on {baselines.device} but inputs is on {inputs.device}.")
     if baselines.is_floating_point() and not bool(torch.isfinite(baselines).all()):
         raise ValueError("baselines contains NaN or infinite values.")
     return _integral_for(baselines, inputs).to(inputs.dtype)
+
+
+def _check_broadcasts(tensor: Tensor, name: str, inputs: Tensor, fix: str) -> None:
+    """Refuse a tensor that does not broadcast to the inputs' shape, saying how to fix it."""
+    try:
+        shape = torch.broadcast_shapes(tensor.shape, inputs.shape)
+    except RuntimeError:
+        shape = None
+    if shape != inputs.shape:
+        raise ValueError(
+            f"{name} of shape {tuple(tensor.shape)} does not broadcast to inputs "
+            f"{tuple(inputs.shape)}; {fix}."
+        )
 
 
 def _integral_for(baselines: Tensor, inputs: Tensor) -> Tensor:

@@ -80,6 +80,17 @@ def walsh_coefficients(values: Tensor) -> Tensor:
     return walsh_hadamard(values) / values.shape[-1]
 
 
+def _residual_energy(values: Tensor) -> Tensor:
+    """``(N, 2^d)`` values -> each Walsh coefficient's share of the squared residual
+    norms, summed over the coalitions containing a feature by the callers (Parseval)."""
+    d = values.shape[-1].bit_length() - 1
+    coefficients = walsh_coefficients(values)
+    sizes = coalition_sizes(d, values.device).to(values.dtype)
+    # 1 - 1/|T|, zero at T = empty (which contains no feature anyway).
+    shrink = torch.where(sizes > 0, 1 - 1 / sizes.clamp(min=1), torch.zeros_like(sizes))
+    return coefficients.square() * shrink * 2.0 ** (d + 1)
+
+
 def residual_norms(values: Tensor) -> Tensor:
     """``||r_i||`` of every feature from the values of all ``2^d`` coalitions.
 
@@ -94,11 +105,7 @@ def residual_norms(values: Tensor) -> Tensor:
     """
     batch, count = values.shape
     d = count.bit_length() - 1
-    coefficients = walsh_coefficients(values)
-    sizes = coalition_sizes(d, values.device).to(values.dtype)
-    # 1 - 1/|T|, zero at T = empty (which contains no feature anyway).
-    shrink = torch.where(sizes > 0, 1 - 1 / sizes.clamp(min=1), torch.zeros_like(sizes))
-    energy = coefficients.square() * shrink * 2.0 ** (d + 1)
+    energy = _residual_energy(values)
     squared = values.new_empty(batch, d)
     for i in range(d):
         with_i = energy.view(batch, count >> (i + 1), 2, 1 << i)[:, :, 1, :]
@@ -189,10 +196,6 @@ def single_residual_norm(values: Tensor, player: int) -> Tensor:
     (local residuals need one player per neighbourhood game).
     """
     rows, count = values.shape
-    m = count.bit_length() - 1
-    coefficients = walsh_coefficients(values)
-    sizes = coalition_sizes(m, values.device).to(values.dtype)
-    shrink = torch.where(sizes > 0, 1 - 1 / sizes.clamp(min=1), torch.zeros_like(sizes))
-    energy = coefficients.square() * shrink * 2.0 ** (m + 1)
+    energy = _residual_energy(values)
     with_player = energy.view(rows, count >> (player + 1), 2, 1 << player)[:, :, 1, :]
     return with_player.sum(dim=(1, 2)).clamp(min=0).sqrt()
