@@ -10,45 +10,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and IDEs
-    from .analysis import ExplanationGraph
-    from .attr import (
-        BayesShap,
-        BivariateShapley,
-        CShapley,
-        ExactShapley,
-        Explanation,
-        LShapley,
-        MyersonValue,
-        PairedKernelShap,
-        ShapleyResiduals,
-        ShapleySampling,
-        Shear,
-        clear_caches,
-    )
-    from .graphs import FeatureGraph, GridGraph, LineGraph, SuperpixelGraph
+    # ``X as X``: an explicit re-export (mypy --strict), as __all__ is not a literal
+    from .analysis import ExplanationGraph as ExplanationGraph
+    from .attr import BayesShap as BayesShap
+    from .attr import BivariateShapley as BivariateShapley
+    from .attr import CShapley as CShapley
+    from .attr import ExactShapley as ExactShapley
+    from .attr import Explanation as Explanation
+    from .attr import LShapley as LShapley
+    from .attr import MyersonValue as MyersonValue
+    from .attr import PairedKernelShap as PairedKernelShap
+    from .attr import ShapleyResiduals as ShapleyResiduals
+    from .attr import ShapleySampling as ShapleySampling
+    from .attr import Shear as Shear
+    from .attr import clear_caches as clear_caches
+    from .graphs import FeatureGraph as FeatureGraph
+    from .graphs import GridGraph as GridGraph
+    from .graphs import LineGraph as LineGraph
+    from .graphs import SuperpixelGraph as SuperpixelGraph
 
-#: Public name -> the subpackage that defines it.
+#: Public name -> the subpackage that defines it (the one list: ``__all__`` is its keys).
 _LAZY = {
+    "BayesShap": ".attr",
+    "BivariateShapley": ".attr",
+    "CShapley": ".attr",
+    "ExactShapley": ".attr",
+    "Explanation": ".attr",
     "ExplanationGraph": ".analysis",
-    **dict.fromkeys(
-        (
-            "BayesShap",
-            "BivariateShapley",
-            "CShapley",
-            "ExactShapley",
-            "Explanation",
-            "LShapley",
-            "MyersonValue",
-            "PairedKernelShap",
-            "ShapleyResiduals",
-            "ShapleySampling",
-            "Shear",
-            "clear_caches",
-        ),
-        ".attr",
-    ),
-    **dict.fromkeys(("FeatureGraph", "GridGraph", "LineGraph", "SuperpixelGraph"), ".graphs"),
+    "FeatureGraph": ".graphs",
+    "GridGraph": ".graphs",
+    "LShapley": ".attr",
+    "LineGraph": ".graphs",
+    "MyersonValue": ".attr",
+    "PairedKernelShap": ".attr",
+    "ShapleyResiduals": ".attr",
+    "ShapleySampling": ".attr",
+    "Shear": ".attr",
+    "SuperpixelGraph": ".graphs",
+    "clear_caches": ".attr",
 }
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
@@ -69,25 +70,5 @@ def __dir__() -> list[str]:
     }
     return sorted({*__all__, "__version__", *submodules})
 
-
-__all__ = [
-    "BayesShap",
-    "BivariateShapley",
-    "CShapley",
-    "ExactShapley",
-    "Explanation",
-    "ExplanationGraph",
-    "FeatureGraph",
-    "GridGraph",
-    "LShapley",
-    "LineGraph",
-    "MyersonValue",
-    "PairedKernelShap",
-    "ShapleyResiduals",
-    "ShapleySampling",
-    "Shear",
-    "SuperpixelGraph",
-    "clear_caches",
-]
 
 __version__ = "0.1.0"
