@@ -14,6 +14,7 @@ coalitions, unless ``on_nan="propagate"``.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -61,6 +62,7 @@ class ChunkedGame(Protocol):
     def values_of(self, output: Tensor, units: int, rows_example: Tensor | None) -> Tensor: ...
 
 
+@dataclasses.dataclass(eq=False)
 class ChunkRun:
     """Evaluate every (coalition, reference) unit of one run into per-slot totals.
 
@@ -71,23 +73,18 @@ class ChunkRun:
     ``reference_index`` gives each row its own single reference.
     """
 
-    def __init__(
-        self,
-        game: ChunkedGame,
-        coalitions: RowSource,
-        example_index: Tensor | None,
-        reference_index: Tensor | None,
-        per_reference: bool,
-    ) -> None:
-        self.game = game
-        self.coalitions = coalitions
-        self.example_index = example_index
-        self.reference_index = reference_index
-        self.per_reference = per_reference
-        self.count = len(coalitions)
-        self.refs = 1 if reference_index is not None else game.num_references
+    game: ChunkedGame
+    coalitions: RowSource
+    example_index: Tensor | None
+    reference_index: Tensor | None
+    per_reference: bool
+
+    def __post_init__(self) -> None:
+        game = self.game
+        self.count = len(self.coalitions)
+        self.refs = 1 if self.reference_index is not None else game.num_references
         self.units = self.count * self.refs
-        self.shared = example_index is None
+        self.shared = self.example_index is None
         #: model rows per unit
         self.width = game.batch_size if self.shared else 1
         self.trailing = (game.outputs,) if game.outputs > 1 else ()

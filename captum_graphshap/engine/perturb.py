@@ -11,6 +11,7 @@ bits faster. :class:`RowBuilder` writes one chunk's rows, shared by the batch
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from torch import Tensor
 from .features import FeatureMasks
 
 
+@dataclasses.dataclass(eq=False)
 class RowBuilder:
     """The perturbed inputs of one engine run's chunks.
 
@@ -30,19 +32,15 @@ class RowBuilder:
         reuse: write every chunk into one reused buffer per input.
     """
 
-    def __init__(
-        self,
-        inputs: tuple[Tensor, ...],
-        features: FeatureMasks,
-        backgrounds: tuple[Tensor, ...],
-        blend: tuple[bool, ...],
-        reuse: bool,
-    ) -> None:
-        self.inputs = inputs
-        self.features = features
-        self.backgrounds = backgrounds
-        self.blend = blend
-        self.buffers = _RowBuffers(inputs, reuse=reuse)
+    inputs: tuple[Tensor, ...]
+    features: FeatureMasks
+    backgrounds: tuple[Tensor, ...]
+    blend: tuple[bool, ...]
+    reuse: dataclasses.InitVar[bool]
+    buffers: _RowBuffers = dataclasses.field(init=False)
+
+    def __post_init__(self, reuse: bool) -> None:
+        self.buffers = _RowBuffers(self.inputs, reuse=reuse)
 
     def release(self) -> None:
         """Drop the reused buffers (after out of memory: the next chunk is smaller)."""
