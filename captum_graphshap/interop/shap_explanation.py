@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType, format_inputs
-from ..engine.coalition_game import prepare_game
+from ..engine.coalition_game import CoalitionGame, prepare_game
 from ..engine.features import FeatureMasks, feature_sums, format_feature_mask
 
 #: What :func:`to_shap_explanation` builds: one value per feature (waterfall,
@@ -154,27 +154,8 @@ def _feature_means(tensors: tuple[Tensor, ...], features: FeatureMasks) -> Tenso
     )
 
 
-def _base_values(
-    forward_func: Callable[..., Any],
-    inputs: Any,
-    baselines: BaselineType,
-    target: TargetType,
-    additional_forward_args: Any,
-    feature_mask: Any,
-    references: Any,
-    value: str,
-) -> np.ndarray:
+def _base_values(game: CoalitionGame) -> np.ndarray:
     """``(N,)`` value of the empty coalition, computed as the methods compute it."""
-    game, _ = prepare_game(
-        forward_func,
-        inputs,
-        baselines,
-        target,
-        additional_forward_args,
-        feature_mask,
-        references=references,
-        value=value,
-    )
     empty = torch.zeros(1, game.num_features, dtype=torch.bool, device=game.device)
     values = game.evaluate(empty)
     if values.dim() != 2 or values.shape[1] != 1:
@@ -314,16 +295,17 @@ def to_shap_explanation(
     base = _as_base_values(base_values, tensors[0].shape[0])
     shap = require("shap", "shap", "to_shap_explanation")
     if forward_func is not None:
-        base = _base_values(
+        game, _ = prepare_game(
             forward_func,
             inputs,
             baselines,
             target,
             additional_forward_args,
             feature_mask,
-            references,
-            value,
+            references=references,
+            value=value,
         )
+        base = _base_values(game)
     if kind == "features":
         names = (
             list(feature_names)
