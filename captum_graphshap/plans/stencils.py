@@ -19,6 +19,8 @@ with ``d`` per coalition, and no Python loop runs per pixel.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -66,33 +68,20 @@ def fits(k: int, height: int, width: int) -> bool:
 
 def l_shapley_grid_plan(height: int, width: int, k: int, context: str, limit: int) -> Plan:
     """L-Shapley's plan (Eq. 5) on a grid, as the bitmask builder defines it."""
-    offsets = stencil(k, height, width)
-    inside = _inside(offsets, height, width)  # (P, S)
-    others = inside[:, 1:]
-    ball_sizes = inside.sum(dim=1)
+    who = f"LShapley with k={k}"
+    grid = _placed(k, height, width)
+    others = grid.inside[:, 1:]
+    ball_sizes = grid.inside.sum(dim=1)
     pairs = int((2 ** (ball_sizes - 1).double()).sum())
     if pairs > MAX_PAIRS:
-        _refuse(f"LShapley with k={k}", 2 * pairs, limit, ball_sizes)
-    pixel, subset = _submask_pairs(_codes(others), offsets.shape[0] - 1)
-    size = popcount(subset, offsets.shape[0] - 1)
+        _refuse(who, 2 * pairs, limit, ball_sizes)
+    pixel, subset = _submask_pairs(_codes(others), grid.offsets.shape[0] - 1)
+    size = popcount(subset, grid.offsets.shape[0] - 1)
     m = ball_sizes[pixel]
     weight = _shapley_weight_table(int(m.max()))[m, size]
     with_i = (subset << 1) | 1
     without = subset << 1
-    return _assemble(
-        height,
-        width,
-        offsets,
-        inside,
-        pixel,
-        with_i,
-        without,
-        weight,
-        context,
-        limit,
-        k,
-        "LShapley",
-    )
+    return _assemble(grid, pixel, with_i, without, weight, context, limit, who)
 
 
 # ------------------------------------------------------------------ C-Shapley
@@ -102,60 +91,60 @@ def c_shapley_grid_plan(
     height: int, width: int, k: int, context: str, weights: str, limit: int
 ) -> Plan:
     """C-Shapley's plan (Eq. 6) on a grid, as the bitmask builder defines it."""
-    offsets = stencil(k, height, width)
-    sets = _connected_sets(offsets, k, limit)  # (C,) bitmasks containing the centre
-    inside = _inside(offsets, height, width)
-    inside_code = _codes(inside)  # (P,) bitmask of the stencil offsets inside the grid
+    who = f"CShapley with k={k}"
+    grid = _placed(k, height, width)
+    sets = _connected_sets(grid.offsets, k, limit)  # (C,) bitmasks containing the centre
+    inside_code = _codes(grid.inside)  # (P,) bitmask of the stencil offsets inside the grid
     valid = (sets[None, :] & ~inside_code[:, None]) == 0  # (P, C)
     count = int(valid.sum())
     if 2 * count > MAX_PAIRS:
-        raise ValueError(_more_than(f"CShapley with k={k}", limit))
+        raise ValueError(_more_than(who, limit))
     pixel, which = valid.nonzero(as_tuple=True)
     chosen = sets[which]
-    size = popcount(chosen, offsets.shape[0])
+    size = popcount(chosen, grid.offsets.shape[0])
     if weights == "myerson":
-        boundary = _boundary_counts(offsets, sets, height, width)[pixel, which]
+        boundary = _boundary_counts(grid.offsets, sets, height, width)[pixel, which]
         weight = _myerson_weight_table(int(size.max()), int(boundary.max()))[size, boundary]
     else:
         weight = 2.0 / ((size + 2) * (size + 1) * size).double()
-    return _assemble(
-        height,
-        width,
-        offsets,
-        inside,
-        pixel,
-        chosen,
-        chosen & ~1,
-        weight,
-        context,
-        limit,
-        k,
-        "CShapley",
-    )
+    return _assemble(grid, pixel, chosen, chosen & ~1, weight, context, limit, who)
 
 
 # ------------------------------------------------------------------ assembly
 
 
+class _Placed(NamedTuple):
+    """A stencil on a ``height x width`` grid: its ``(S, 2)`` offsets and ``(P, S)``
+    which of them fall inside the grid around each pixel."""
+
+    height: int
+    width: int
+    offsets: Tensor
+    inside: Tensor
+
+
+def _placed(k: int, height: int, width: int) -> _Placed:
+    offsets = stencil(k, height, width)
+    return _Placed(height, width, offsets, _inside(offsets, height, width))
+
+
 def _assemble(
-    height: int,
-    width: int,
-    offsets: Tensor,
-    inside: Tensor,
+    grid: _Placed,
     pixel: Tensor,
     with_i: Tensor,
     without: Tensor,
     weight: Tensor,
     context: str,
     limit: int,
-    k: int,
-    method: str,
+    who: str,
 ) -> Plan:
     """Distinct coalitions and the map ``phi_i += w (v(with_i) - v(without))``.
 
     With ``context="input"`` every coalition is stored as the complement of
     the ball's absent members, so the rest of the input stays present.
+    ``who`` names the method in a refusal.
     """
+    height, width, offsets, inside = grid
     if context == "input":
         ball = _codes(inside)[pixel]
         with_i, without = ball & ~with_i, ball & ~without
@@ -170,7 +159,7 @@ def _assemble(
     check_plan_size(
         unique.numel(),
         limit,
-        f"{method} with k={k}",
+        who,
         "use a smaller k or group elements into fewer features (patches, superpixels) "
         "with feature_mask.",
     )
