@@ -304,6 +304,23 @@ def _diff_mapping(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _mapping_differs(
+    out: list[str], what: str, old: Mapping[str, Any], new: Mapping[str, Any], key: str
+) -> None:
+    changed = _diff_mapping(old.get(key, {}), new.get(key, {}))
+    if changed:
+        out.append(f"{what} differ: " + ", ".join(changed))
+
+
+def _or_edited(
+    out: list[str], what: str, old: Mapping[str, Any], new: Mapping[str, Any]
+) -> list[str]:
+    """The differences found; if none, but the fingerprints differ, that the file was edited."""
+    if not out and old.get("fingerprint") != new.get("fingerprint"):
+        out.append(f"{what} fingerprint differs (the file was edited)")
+    return out
+
+
 def manifest_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What differs between two manifests, in words (``on disk vs this call``)."""
     out = []
@@ -313,12 +330,8 @@ def manifest_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
         out.append(
             f"captum_graphshap version {old.get('package_version')} vs {new.get('package_version')}"
         )
-    changed = _diff_mapping(old.get("settings", {}), new.get("settings", {}))
-    if changed:
-        out.append("settings differ: " + ", ".join(changed))
-    changed = _diff_mapping(old.get("attribute_kwargs", {}), new.get("attribute_kwargs", {}))
-    if changed:
-        out.append("attribute_kwargs differ: " + ", ".join(changed))
+    _mapping_differs(out, "settings", old, new, "settings")
+    _mapping_differs(out, "attribute_kwargs", old, new, "attribute_kwargs")
     old_ids, new_ids = old.get("ids", {}), new.get("ids", {})
     if old_ids != new_ids:
         out.append(
@@ -332,9 +345,7 @@ def manifest_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
             f"the data differ (sha256 {str(old_data.get('sha256'))[:12]}... vs "
             f"{str(new_data.get('sha256'))[:12]}...)"
         )
-    if not out and old.get("fingerprint") != new.get("fingerprint"):
-        out.append("the manifest's fingerprint differs (the file was edited)")
-    return out
+    return _or_edited(out, "the manifest's", old, new)
 
 
 def _model_kind(model: Mapping[str, Any]) -> str:
@@ -347,9 +358,7 @@ def explainer_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> lis
     out = []
     if old.get("class") != new.get("class"):
         out.append(f"explainer class {old.get('class')} vs {new.get('class')}")
-    changed = _diff_mapping(old.get("options", {}), new.get("options", {}))
-    if changed:
-        out.append("explainer options differ: " + ", ".join(changed))
+    _mapping_differs(out, "explainer options", old, new, "options")
     old_model, new_model = old.get("model") or {}, new.get("model") or {}
     if old_model != new_model:
         old_kind, new_kind = _model_kind(old_model), _model_kind(new_model)
@@ -360,6 +369,4 @@ def explainer_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> lis
                 f"the parameters of the model ({old_kind}) differ: "
                 f"{_show(old_model.get('parameters'))} vs {_show(new_model.get('parameters'))}"
             )
-    if not out and old.get("fingerprint") != new.get("fingerprint"):
-        out.append("the explainer record's fingerprint differs (the file was edited)")
-    return out
+    return _or_edited(out, "the explainer record's", old, new)
