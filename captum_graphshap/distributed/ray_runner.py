@@ -90,51 +90,57 @@ class DatasetRun:
         return self.examples_written / self.seconds if self.seconds > 0 else float("nan")
 
 
+@dataclasses.dataclass(frozen=True)
+class _ShardJob:
+    """What every actor of one run is built from (pickled to each actor)."""
+
+    explainer_factory: Callable[..., Any]
+    dataset: Any
+    ids: Sequence[Any]
+    directory: Path
+    settings: ShardSettings
+    attribute_kwargs: Mapping[str, Any]
+    use_gpu: bool
+    #: CPUs per actor: its torch threads without a GPU
+    threads: int
+    #: the run's fingerprint, written into every shard
+    run: str
+
+
 class _ShardWorker:
     """A Ray Data actor: builds the explainer once, then explains and writes shards."""
 
-    def __init__(
-        self,
-        explainer_factory: Callable[..., Any],
-        dataset: Any,
-        ids: Sequence[Any],
-        directory: str,
-        settings: ShardSettings,
-        attribute_kwargs: Mapping[str, Any],
-        use_gpu: bool,
-        threads: int,
-        run: str,
-    ) -> None:
-        self.device = torch.device("cuda" if use_gpu else "cpu")
-        if not use_gpu:
-            torch.set_num_threads(threads)
-        self.explainer = call_factory(explainer_factory, self.device)
-        self.dataset, self.ids, self.directory = dataset, ids, Path(directory)
-        self.settings, self.attribute_kwargs = settings, attribute_kwargs
+    def __init__(self, job: _ShardJob) -> None:
+        self.job = job
+        self.device = torch.device("cuda" if job.use_gpu else "cpu")
+        if not job.use_gpu:
+            torch.set_num_threads(job.threads)
+        self.explainer = call_factory(job.explainer_factory, self.device)
         # The explainer is known only here, where the factory ran: check it against the
         # one that wrote the folder's shards (or store it, for the first actor).
         record = explainer_record(self.explainer)
-        self.fingerprint = {"run": run, "explainer": record["fingerprint"]}
-        self.conflict = record_explainer(self.directory, record)
+        self.fingerprint = {"run": job.run, "explainer": record["fingerprint"]}
+        self.conflict = record_explainer(job.directory, record)
         if self.conflict is not None:
-            write_json(self.directory / _CONFLICT, {"message": self.conflict})
+            write_json(job.directory / _CONFLICT, {"message": self.conflict})
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.conflict is not None:  # raised here, not in __init__: Ray restarts actors
             raise ValueError(self.conflict)
+        job = self.job
         examples = []
         for shard in batch["shard"].tolist():
-            start, stop = self.settings.bounds(shard)
+            start, stop = job.settings.bounds(shard)
             fields = explain_range(
                 self.explainer,
-                self.dataset,
+                job.dataset,
                 start,
                 stop,
-                self.settings,
-                self.attribute_kwargs,
+                job.settings,
+                job.attribute_kwargs,
                 self.device,
             )
-            write_shard(self.directory, shard, self.ids[start:stop], fields, self.fingerprint)
+            write_shard(job.directory, shard, job.ids[start:stop], fields, self.fingerprint)
             examples.append(stop - start)
         return {"shard": batch["shard"], "examples": np.asarray(examples)}
 
@@ -275,11 +281,11 @@ def explain_dataset(
     gpu, num_actors = _actor_pool(ray, use_gpu, num_actors, cpus_per_actor, len(pending))
 
     started = time.perf_counter()
-    summary = _explain_pending(
-        ray, pending, show_progress, directory,
-        (explainer_factory, dataset, ids, directory, settings, kwargs, gpu,
-         cpus_per_actor, num_actors, max_retries, manifest["fingerprint"], ray),
+    job = _ShardJob(
+        explainer_factory, dataset, ids, directory, settings, kwargs, gpu, cpus_per_actor,
+        manifest["fingerprint"],
     )  # fmt: skip
+    summary = _explain_pending(ray, pending, show_progress, job, num_actors, max_retries)
     seconds = time.perf_counter() - started
     written = tuple(sorted(int(row["shard"]) for row in summary))
     return DatasetRun(
@@ -295,17 +301,22 @@ def explain_dataset(
 
 
 def _explain_pending(
-    ray: Any, pending: list[int], show_progress: bool, directory: Path, run_args: tuple[Any, ...]
+    ray: Any,
+    pending: list[int],
+    show_progress: bool,
+    job: _ShardJob,
+    num_actors: int,
+    max_retries: int,
 ) -> list[dict[str, Any]]:
-    """The Ray Data job over the pending shards (``run_args``: :func:`_run`'s, after the shards)."""
+    """The Ray Data job over the pending shards, on a pool of ``num_actors`` actors."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = show_progress
     shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
     quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
-    with quiet, _explainer_conflicts_raised(directory):
-        return _run(shards, *run_args)
+    with quiet, _explainer_conflicts_raised(job.directory):
+        return _run(shards, job, num_actors, max_retries, ray)
 
 
 def _checked_arguments(
@@ -422,38 +433,16 @@ def _quiet_logger(name: str) -> Iterator[None]:
 
 
 def _run(
-    shards: Any,
-    explainer_factory: Callable[..., Any],
-    dataset: Any,
-    ids: list[Any],
-    directory: Path,
-    settings: ShardSettings,
-    kwargs: dict[str, Any],
-    gpu: bool,
-    cpus_per_actor: int,
-    num_actors: int,
-    max_retries: int,
-    run: str,
-    ray: Any,
+    shards: Any, job: _ShardJob, num_actors: int, max_retries: int, ray: Any
 ) -> list[dict[str, Any]]:
     """The Ray Data job: one shard per batch, an actor pool, results written by the actors."""
-    resources_per_actor = {"num_gpus": 1} if gpu else {"num_cpus": cpus_per_actor}
+    resources_per_actor = {"num_gpus": 1} if job.use_gpu else {"num_cpus": job.threads}
     return shards.map_batches(
         _ShardWorker,
         batch_size=1,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=num_actors, max_tasks_in_flight_per_actor=1),
-        fn_constructor_args=(
-            explainer_factory,
-            dataset,
-            ids,
-            str(directory),
-            settings,
-            kwargs,
-            gpu,
-            cpus_per_actor,
-            run,
-        ),
+        fn_constructor_args=(job,),
         # actor fault tolerance: a dead actor is restarted and its shard retried
         ray_remote_args_fn=functools.partial(
             dict, max_restarts=max_retries, max_task_retries=max_retries
