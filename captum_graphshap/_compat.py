@@ -13,6 +13,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -292,6 +293,22 @@ def _small_flat_index(target: Tensor, dims: list[int]) -> Tensor:
             f"has {trailing} values. Pass a target that selects one scalar per example."
         )
     return torch.tensor(flat, dtype=torch.long)
+
+
+def float64_array(value: Any, name: str, expected: str) -> np.ndarray:
+    """A tensor or array-like of real numbers as a float64 numpy array.
+
+    ``expected`` completes the TypeError raised for anything else: "{name} must be {expected}".
+    """
+    if isinstance(value, Tensor):
+        if value.is_complex():
+            raise TypeError(f"{name} must be real, got a complex tensor.")
+        # float64 first: numpy has no bfloat16, and .numpy() refuses tensors needing grad.
+        return value.detach().to("cpu", torch.float64).numpy()
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}.") from error
 
 
 def is_int(value: object) -> TypeGuard[numbers.Integral]:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._compat import BaselineType, TargetType, format_inputs
+from .._compat import BaselineType, TargetType, float64_array, format_inputs
 from ..engine.coalition_game import CoalitionGame, prepare_game
 from ..engine.features import FeatureMasks, feature_sums, format_feature_mask
 
@@ -417,15 +417,7 @@ def _text_explanation(shap: Any, values: Tensor, words: list[list[str]], base: A
 def _as_base_values(base_values: Any, batch: int) -> np.ndarray | None:
     if base_values is None:
         return None
-    if isinstance(base_values, Tensor):
-        base_values = base_values.detach().cpu().to(torch.float64).numpy()
-    try:
-        array = np.asarray(base_values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(
-            f"base_values must be a number or one number per example, got "
-            f"{type(base_values).__name__}."
-        ) from error
+    array = float64_array(base_values, "base_values", "a number or one number per example")
     if array.ndim == 0:
         return np.full(batch, float(array))
     if array.shape != (batch,):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 from torch import Tensor
+
+from .._compat import float64_array
 
 LAYOUTS = ("NCHW", "NHW", "CHW", "HW")
 
@@ -47,7 +47,7 @@ def to_hwc(
         >>> to_hwc(batch, 2).shape  # the third image, channels last
         (8, 8, 3)
     """
-    array = _as_array(attributions)
+    array = float64_array(attributions, "attributions", "a tensor or an array of numbers")
     layout = _resolve_layout(array.shape, index, layout)
     if array.ndim != len(layout):
         raise ValueError(
@@ -78,22 +78,6 @@ def to_hwc(
     else:  # "CHW"
         array = np.moveaxis(array, 0, -1)
     return np.ascontiguousarray(array, dtype=np.float64)
-
-
-def _as_array(attributions: Any) -> npt.NDArray[Any]:
-    if isinstance(attributions, Tensor):
-        if attributions.is_complex():
-            raise TypeError("attributions must be real, got a complex tensor.")
-        # float64 first: numpy has no bfloat16, and .numpy() refuses tensors needing grad.
-        return attributions.detach().to("cpu", torch.float64).numpy()
-    try:
-        array = np.asarray(attributions, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(
-            f"attributions must be a tensor or an array of numbers, got "
-            f"{type(attributions).__name__}."
-        ) from error
-    return array
 
 
 def _resolve_layout(shape: tuple[int, ...], index: int | None, layout: str | None) -> str:
