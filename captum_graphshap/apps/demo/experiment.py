@@ -101,21 +101,42 @@ def train_cnn(
     order = torch.randperm(len(images), generator=generator)
     n_train = int(0.8 * len(images))
     train, test = order[:n_train], order[n_train:]
-    model = make_cnn()
+    model = _fit(make_cnn(), images, labels, train, epochs, generator)
+    return model, test, _accuracy(model, images, labels, test)
+
+
+def _fit(
+    model: nn.Module,
+    images: Tensor,
+    labels: Tensor,
+    train: Tensor,
+    epochs: int,
+    generator: torch.Generator,
+) -> nn.Module:
+    """Adam on mini-batches of 64 of the ``train`` digits; the model frozen in eval mode."""
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     with single_thread():
         for _ in range(epochs):
-            batches = train[torch.randperm(n_train, generator=generator)].split(64)
-            for batch in batches:
+            for batch in train[torch.randperm(len(train), generator=generator)].split(64):
                 optimiser.zero_grad()
-                loss = nn.functional.cross_entropy(model(images[batch]), labels[batch])
-                loss.backward()
+                nn.functional.cross_entropy(model(images[batch]), labels[batch]).backward()
                 optimiser.step()
     model.eval()
+    return model
+
+
+def _accuracy(model: nn.Module, images: Tensor, labels: Tensor, test: Tensor) -> float:
     with torch.no_grad():
-        accuracy = float((model(images[test]).argmax(1) == labels[test]).float().mean())
-    return model, test, accuracy
+        return float((model(images[test]).argmax(1) == labels[test]).float().mean())
+
+
+def _predict(model: nn.Module, examples: Tensor) -> Tensor:
+    """The predicted classes; the model's parameters stop requiring gradients from here on."""
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    with torch.no_grad():
+        return model(examples).argmax(1)
 
 
 def run_demo(
@@ -148,74 +169,108 @@ def run_demo(
             The numbers behind the report.
     """
     started = time.perf_counter()
+    epochs = 6 if quick else 15
     images, labels = load_digits_tensors()
-    model, test, accuracy = train_cnn(images, labels, seed, epochs=6 if quick else 15)
+    model, test, accuracy = train_cnn(images, labels, seed, epochs=epochs)
     print(
         f"trained a CNN on {len(images) - len(test)} digits (8x8): test accuracy "
         f"{accuracy:.1%} on {len(test)} held-out digits ({time.perf_counter() - started:.1f} s)"
     )
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-
-    n_explain = 4 if quick else 10
-    chosen = test[:n_explain]
-    examples, true_labels = images[chosen], labels[chosen]
-    with torch.no_grad():
-        predicted = model(examples).argmax(1)
+    chosen = test[: 4 if quick else 10]
+    examples = images[chosen]
+    predicted = _predict(model, examples)
     print(
-        f"explaining {n_explain} held-out digits: the log-probability of the predicted "
+        f"explaining {len(chosen)} held-out digits: the log-probability of the predicted "
         f"class, absent pixels set to 0 (no ink); L-/C-Shapley with context={context!r}, "
         f"C-Shapley weights={weights!r}.\n"
     )
     attributions, evaluations, seconds = explain_digits(
         model, examples, predicted, seed, context=context, weights=weights
     )
+    exact_total, exact_gain = _exact_efficiency(model, examples, predicted, attributions)
+    attributions[RANDOM] = torch.rand(examples.shape, generator=torch.Generator().manual_seed(seed))
+    with single_thread():  # 11 calls of N digits each: small batches
+        curves = _masking_curves(model, examples, predicted, attributions)
+    auc = {name: curve_area(curve, DEFAULT_FRACTIONS) for name, curve in curves.items()}
+    _print_scores(evaluations, seconds, auc, float((exact_total - exact_gain).abs().max()))
+    result = DemoResult(
+        report=out_dir / "report.html",
+        accuracy=accuracy,
+        examples=examples,
+        labels=labels[chosen],
+        predicted=predicted,
+        attributions=attributions,
+        evaluations=evaluations,
+        seconds=seconds,
+        fractions=DEFAULT_FRACTIONS,
+        curves=curves,
+        auc=auc,
+        exact_total=exact_total,
+        exact_gain=exact_gain,
+        context=context,
+        weights=weights,
+        locality=locality_check(images, labels, test, chosen, seed, epochs, context=context),
+    )
+    result.text, result.notes = _text_rows(quick or not text)
+    _write_outputs(result, out_dir, started)
+    return result
 
-    # Efficiency of exact Shapley over the 4 patches: the values sum to
-    # log p(x) - log p(0). Each patch's value is repeated on its 16 pixels.
+
+def _exact_efficiency(
+    model: nn.Module, examples: Tensor, predicted: Tensor, attributions: dict[str, Tensor]
+) -> tuple[Tensor, Tensor]:
+    """Exact Shapley's sum over the 4 patches and ``log p(x) - log p(0)``: equal (efficiency).
+
+    Each patch's value is repeated on its 16 pixels: one pixel per patch is summed.
+    """
     exact_total = attributions[EXACT_PATCHES][:, 0, ::4, ::4].sum(dim=(1, 2)).double()
     with torch.no_grad():
         log_p = torch.log_softmax(model(torch.cat([examples, torch.zeros_like(examples[:1])])), 1)
-    rows = torch.arange(n_explain)
-    exact_gain = (log_p[rows, predicted] - log_p[-1, predicted]).double()
+    rows = torch.arange(examples.shape[0])
+    return exact_total, (log_p[rows, predicted] - log_p[-1, predicted]).double()
 
-    generator = torch.Generator().manual_seed(seed)
-    attributions[RANDOM] = torch.rand(examples.shape, generator=generator)
-    fractions = DEFAULT_FRACTIONS
+
+def _masking_curves(
+    model: nn.Module, examples: Tensor, predicted: Tensor, attributions: dict[str, Tensor]
+) -> dict[str, Tensor]:
+    """Each method's masking curve: pixels set to 0 (no ink), the predicted class's log-odds."""
     pixel_mask = torch.arange(64).reshape(1, 1, 8, 8)
-    with single_thread():  # 11 calls of N digits each: small batches
-        curves = {
-            name: masking_curve(
-                model,
-                examples,
-                attr,
-                feature_mask=pixel_mask,
-                baselines=0.0,
-                target=predicted,
-                fractions=fractions,
-            )
-            for name, attr in attributions.items()
-        }
-    auc = {name: curve_area(curve, fractions) for name, curve in curves.items()}
+    return {
+        name: masking_curve(
+            model,
+            examples,
+            attr,
+            feature_mask=pixel_mask,
+            baselines=0.0,
+            target=predicted,
+            fractions=DEFAULT_FRACTIONS,
+        )
+        for name, attr in attributions.items()
+    }
+
+
+def _print_scores(
+    evaluations: dict[str, float], seconds: dict[str, float], auc: dict[str, float], gap: float
+) -> None:
+    """The console table, the budget note and what the scores mean."""
     print_table(evaluations, seconds, auc)
     print(f"\n{budget_note(evaluations)}")
     print(
         "masking AUC: area under the change in log-odds of the predicted class as the "
-        f"top 0-{fractions[-1]:.0%} of pixels (by attribution) are set to 0; lower = the "
-        "ranking finds the evidence sooner."
+        f"top 0-{DEFAULT_FRACTIONS[-1]:.0%} of pixels (by attribution) are set to 0; lower = "
+        "the ranking finds the evidence sooner."
     )
     print(
-        "efficiency of exact Shapley on 4 patches: max |sum - (log p(x) - log p(0))| = "
-        f"{float((exact_total - exact_gain).abs().max()):.1e}"
+        f"efficiency of exact Shapley on 4 patches: max |sum - (log p(x) - log p(0))| = {gap:.1e}"
     )
 
-    locality = locality_check(
-        images, labels, test, chosen, seed, epochs=6 if quick else 15, context=context
-    )
 
-    text_rows = None
-    notes: list[str] = []
-    if quick or not text:
+def _text_rows(
+    skip: bool,
+) -> tuple[list[tuple[list[str], list[float], str]] | None, list[str]]:
+    """The text section's rows (None when skipped) and the notes saying why, printed."""
+    text_rows, notes = None, []
+    if skip:
         notes.append("text section skipped (--quick / --no-text).")
     else:
         text_rows, note = text_section(SENTENCES)
@@ -223,41 +278,22 @@ def run_demo(
             notes.append(note)
     for note in notes:
         print(f"\n{note}")
+    return text_rows, notes
 
+
+def _write_outputs(result: DemoResult, out_dir: Path, started: float) -> None:
+    """The figures and the HTML report; ``result.wall_seconds`` set once they are drawn."""
     out_dir.mkdir(parents=True, exist_ok=True)
     heatmaps = out_dir / "heatmaps.png"
     masking = out_dir / "masking.png"
-    shown = min(4, n_explain)
-    plot_heatmaps(heatmaps, examples[:shown], predicted[:shown], attributions)
-    plot_curves(masking, fractions, curves)
-    report = out_dir / "report.html"
-    wall = time.perf_counter() - started
-    result = DemoResult(
-        report=report,
-        accuracy=accuracy,
-        examples=examples,
-        labels=true_labels,
-        predicted=predicted,
-        attributions=attributions,
-        evaluations=evaluations,
-        seconds=seconds,
-        fractions=tuple(fractions),
-        curves=curves,
-        auc=auc,
-        exact_total=exact_total,
-        exact_gain=exact_gain,
-        text=text_rows,
-        wall_seconds=wall,
-        notes=notes,
-        context=context,
-        weights=weights,
-        locality=locality,
-    )
+    shown = min(4, result.examples.shape[0])
+    plot_heatmaps(heatmaps, result.examples[:shown], result.predicted[:shown], result.attributions)
+    plot_curves(masking, result.fractions, result.curves)
+    result.wall_seconds = time.perf_counter() - started
     for paragraph in why_ranking(result):
         print(f"\n{paragraph}")
     write_report(result, heatmaps.name, masking.name)
-    print(f"\nwrote {report} ({wall:.1f} s in all)")
-    return result
+    print(f"\nwrote {result.report} ({result.wall_seconds:.1f} s in all)")
 
 
 def make_local_cnn() -> nn.Sequential:
@@ -289,29 +325,17 @@ def locality_check(
     evaluations per digit, both explaining the log-probability of the
     predicted class, by the masking experiment.
     """
-    from captum.attr import ShapleyValueSampling
 
     from ... import CShapley
 
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     train = torch.tensor(sorted(set(range(len(images))) - set(test.tolist())))
-    model = make_local_cnn()
-    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    with single_thread():
-        for _ in range(epochs):
-            for batch in train[torch.randperm(len(train), generator=generator)].split(64):
-                optimiser.zero_grad()
-                nn.functional.cross_entropy(model(images[batch]), labels[batch]).backward()
-                optimiser.step()
-    model.eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
+    model = _fit(make_local_cnn(), images, labels, train, epochs, generator)
+    accuracy = _accuracy(model, images, labels, test)
     counter = CountingModel(model)
     examples = images[chosen]
-    with torch.no_grad():
-        accuracy = float((model(images[test]).argmax(1) == labels[test]).float().mean())
-        predicted = model(examples).argmax(1)
+    predicted = _predict(model, examples)
     c_shapley = CShapley(counter).attribute(
         examples,
         baselines=0.0,
@@ -322,36 +346,61 @@ def locality_check(
         show_progress=False,
     )
     budget = counter.rows / len(examples)
-    pixel_mask = torch.arange(64).reshape(1, 1, 8, 8)
     torch.manual_seed(seed)
     counter.rows = 0
     with single_thread():
-        captum = ShapleyValueSampling(lambda x: torch.log_softmax(counter(x), dim=1)).attribute(
-            examples,
-            baselines=0.0,
-            target=predicted,
-            feature_mask=pixel_mask,
-            n_samples=max(1, round((budget - 1) / 64)),
-            perturbations_per_eval=64,
+        captum = _captum_sampling(
+            lambda x: torch.log_softmax(counter(x), dim=1), examples, predicted, budget
         )
         captum_evaluations = counter.rows / len(examples)
-        areas = [
-            torch.trapezoid(
-                masking_curve(
-                    model,
-                    examples,
-                    attr,
-                    feature_mask=pixel_mask,
-                    baselines=0.0,
-                    target=predicted,
-                    fractions=DEFAULT_FRACTIONS,
-                ),
-                torch.tensor(DEFAULT_FRACTIONS, dtype=torch.float64),
-                dim=1,
-            )
-            for attr in (c_shapley, captum)
-        ]
+        curves = _masking_curves(model, examples, predicted, {"c": c_shapley, "captum": captum})
+    fractions = torch.tensor(DEFAULT_FRACTIONS, dtype=torch.float64)
+    areas = [torch.trapezoid(curve, fractions, dim=1) for curve in curves.values()]
     return LocalityCheck(accuracy, budget, areas[0], areas[1], captum_evaluations)
+
+
+def _captum_sampling(
+    log_prob: Callable[[Tensor], Tensor], examples: Tensor, predicted: Tensor, budget: float
+) -> Tensor:
+    """Captum's ShapleyValueSampling on pixels with about ``budget`` evaluations per digit.
+
+    It evaluates 1 + 64 rows per permutation, in batches of 64 x N rows.
+    """
+    from captum.attr import ShapleyValueSampling
+
+    return ShapleyValueSampling(log_prob).attribute(
+        examples,
+        baselines=0.0,
+        target=predicted,
+        feature_mask=torch.arange(64).reshape(1, 1, 8, 8),
+        n_samples=max(1, round((budget - 1) / 64)),
+        perturbations_per_eval=64,
+    )
+
+
+def _captum_kernel(
+    log_prob: Callable[[Tensor], Tensor], examples: Tensor, predicted: Tensor, budget: float
+) -> Tensor:
+    """Captum's KernelShap on pixels, ``budget`` samples per digit.
+
+    One digit at a time, as Captum recommends (it fits one regression per
+    digit either way); one model evaluation per sample.
+    """
+    from captum.attr import KernelShap
+
+    explainer = KernelShap(log_prob)
+    rows = [
+        explainer.attribute(
+            examples[i : i + 1],
+            baselines=0.0,
+            target=int(predicted[i]),
+            feature_mask=torch.arange(64).reshape(1, 1, 8, 8),
+            n_samples=max(2, round(budget)),
+            perturbations_per_eval=256,
+        )
+        for i in range(examples.shape[0])
+    ]
+    return torch.cat(rows)
 
 
 def explain_digits(
@@ -364,8 +413,6 @@ def explain_digits(
     weights: str = "myerson",
 ) -> tuple[dict[str, Tensor], dict[str, float], dict[str, float]]:
     """Attributions, model evaluations per digit and seconds, per method."""
-    from captum.attr import KernelShap, ShapleyValueSampling
-
     from ... import CShapley, ExactShapley, GridGraph, LShapley
 
     counter = CountingModel(model)
@@ -401,43 +448,10 @@ def explain_digits(
     # Captum's samplers get C-Shapley k=1's budget: k=2's ~52k evaluations per
     # digit would cost Captum's KernelShap (one Python step per sample) minutes.
     budget = evaluations[C_SHAPLEY_1]
-    pixel_mask = torch.arange(64).reshape(1, 1, 8, 8)
-    # ShapleyValueSampling evaluates 1 + 64 rows per permutation.
-    permutations = max(1, round((budget - 1) / 64))
-    torch.manual_seed(seed)
-    with single_thread():  # batches of 64 x N rows (see single_thread)
-        timed(
-            CAPTUM_SAMPLING,
-            lambda: ShapleyValueSampling(log_prob).attribute(
-                examples,
-                baselines=0.0,
-                target=predicted,
-                feature_mask=pixel_mask,
-                n_samples=permutations,
-                perturbations_per_eval=64,
-            ),
-        )
-
-    def kernel_shap() -> Tensor:
-        # One digit at a time, as Captum recommends (it fits one regression per
-        # digit either way); one model evaluation per sample.
-        explainer = KernelShap(log_prob)
-        rows = [
-            explainer.attribute(
-                examples[i : i + 1],
-                baselines=0.0,
-                target=int(predicted[i]),
-                feature_mask=pixel_mask,
-                n_samples=max(2, round(budget)),
-                perturbations_per_eval=256,
-            )
-            for i in range(n)
-        ]
-        return torch.cat(rows)
-
-    torch.manual_seed(seed)
-    with single_thread():  # KernelShap evaluates small batches (see single_thread)
-        timed(CAPTUM_KERNEL, kernel_shap)
+    for name, sampler in ((CAPTUM_SAMPLING, _captum_sampling), (CAPTUM_KERNEL, _captum_kernel)):
+        torch.manual_seed(seed)
+        with single_thread():  # small batches (see single_thread)
+            timed(name, partial(sampler, log_prob, examples, predicted, budget))
     _, quadrant_mask = GridGraph.patches(8, 8, 4)
     timed(
         EXACT_PATCHES,
