@@ -49,11 +49,16 @@ class LShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
     above :math:`2^{20}` on other graphs, or above ``budget``, giving the count.
 
     Example:
+        Neighbours interact, features farther apart do not, so ``k=1`` is exact:
+
         >>> import torch
-        >>> from captum_graphshap import LShapley
-        >>> model = torch.nn.Linear(8, 1)
-        >>> LShapley(model).attribute(torch.ones(2, 8), target=0, k=1).shape
-        torch.Size([2, 8])
+        >>> from captum_graphshap import ExactShapley, LShapley
+        >>> def chain(x):
+        ...     return (x[:, 1:] * x[:, :-1]).sum(dim=1)
+        >>> x = torch.linspace(-1, 1, 16, dtype=torch.float64).view(2, 8)
+        >>> phi = LShapley(chain).attribute(x, k=1)  # 3 features a neighbourhood
+        >>> phi.shape, torch.allclose(phi, ExactShapley(chain).attribute(x))
+        (torch.Size([2, 8]), True)
     """
 
     progress_desc = "L Shapley attribution"

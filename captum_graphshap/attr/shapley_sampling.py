@@ -177,15 +177,19 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     chooses the number of orderings from a number of evaluations.
 
     Example:
+        A game of order two, on which antithetic orderings are exact:
+
         >>> import torch
-        >>> from captum_graphshap import ShapleySampling
-        >>> model = torch.nn.Linear(5, 1)
+        >>> from captum_graphshap import ExactShapley, ShapleySampling
+        >>> def pairs(x):
+        ...     return x[:, 0] * x[:, 1] + 2 * x[:, 2] * x[:, 3] - x[:, 4]
+        >>> x = torch.linspace(-1, 1, 10, dtype=torch.float64).view(2, 5)
         >>> g = torch.Generator().manual_seed(0)
-        >>> phi, n = ShapleySampling(model).attribute(
-        ...     torch.ones(2, 5), target=0, budget=50, generator=g, return_evaluations=True
+        >>> phi, n = ShapleySampling(pairs).attribute(
+        ...     x, budget=50, generator=g, return_evaluations=True
         ... )
-        >>> bool((n <= 50).all())
-        True
+        >>> bool((n <= 50).all()), torch.allclose(phi, ExactShapley(pairs).attribute(x))
+        (True, True)
     """
 
     progress_desc = "Shapley Value Sampling attribution"
