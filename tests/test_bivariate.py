@@ -22,8 +22,9 @@ from captum_graphshap.plans.bivariate import (
     bivariate_from_permutations,
     kernel_plan,
     local_support,
-    permutation_plan,
+    permutation_prefixes,
 )
+from captum_graphshap.plans.sampling import permutation_ranks
 
 from .reference import Game, TableGame, brute_shapley, mlp, model_game
 
@@ -287,7 +288,9 @@ def test_sampling_estimator_is_the_permutation_average():
     # estimator against that loop for a few permutations of a random game.
     table = torch.randn(2**4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     game = TableGame(table)
-    rank, coalitions = permutation_plan(4, 7, torch.Generator().manual_seed(2), torch.device("cpu"))
+    generator = torch.Generator().manual_seed(2)
+    rank = permutation_ranks(1, 4, 7, False, generator, torch.device("cpu"))[0]
+    coalitions = permutation_prefixes(rank)
     values = torch.tensor(
         [[game.value(torch.nonzero(c).flatten().tolist()) for c in coalitions]], dtype=torch.float64
     )

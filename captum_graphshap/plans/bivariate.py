@@ -10,7 +10,7 @@ when ``j`` is present and 0 otherwise. Every estimator here uses that
 identity, so each is "one univariate method, read d times":
 
 - :func:`bivariate_from_all_coalitions` — exact, from the ``2^d`` coalitions;
-- :func:`permutation_plan` / :func:`bivariate_from_permutations` — the
+- :func:`bivariate_permutation_plan` / :func:`bivariate_from_permutations` — the
   paper's Alg. 1: each sampled permutation gives every feature's marginal
   contribution; ``E2[i, j]`` averages those where ``j`` comes before ``i``;
 - :func:`kernel_plan` / :func:`bivariate_from_kernel` — the paper's Alg. 2:
@@ -119,31 +119,15 @@ def bivariate_from_all_coalitions(values: Tensor) -> tuple[Tensor, Tensor]:
 # ------------------------------------------------------------------- sampling
 
 
-def permutation_plan(
-    d: int,
-    n_permutations: int,
-    generator: torch.Generator | None,
-    device: torch.device,
-    budget: int | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Uniform random permutations and the prefixes they visit.
+def permutation_prefixes(rank: Tensor) -> Tensor:
+    """The coalitions permutations visit: ``rank`` ``(P, d)`` -> ``(2 + P (d - 1), d)`` bool.
 
-    With ``budget`` as many as their distinct prefixes fit in it (at least
-    ``n_permutations``; :func:`~captum_graphshap.plans.sampling.filled_orderings`).
-
-    Returns:
-        rank:
-            ``(P, d)`` long: ``rank[p, f]`` is the position of feature ``f`` in
-            permutation ``p``.
-        coalitions:
-            ``(2 + P (d - 1), d)`` bool: the empty set, the full set, then the
-            ``d - 1`` proper non-empty prefixes of each permutation in order. Rows
-            repeat across permutations; the engine evaluates each once.
+    ``rank[p, f]`` is the position of feature ``f`` in permutation ``p``. The
+    rows are the empty set, the full set, then the ``d - 1`` proper non-empty
+    prefixes of each permutation in order. Rows repeat across permutations;
+    the engine evaluates each once.
     """
-    if budget is not None and d >= 2:
-        rank = filled_orderings(d, budget, False, generator, device, minimum=n_permutations)
-    else:
-        rank = permutation_ranks(1, d, n_permutations, False, generator, device)[0]
+    d, device = rank.shape[1], rank.device
     steps = torch.arange(1, d, device=device)
     prefixes = rank[:, None, :] < steps[None, :, None]  # (P, d - 1, d)
     ends = torch.stack(
@@ -152,11 +136,11 @@ def permutation_plan(
             torch.ones(d, dtype=torch.bool, device=device),
         ]
     )
-    return rank, torch.cat([ends, prefixes.reshape(-1, d)])
+    return torch.cat([ends, prefixes.reshape(-1, d)])
 
 
 def bivariate_from_permutations(values: Tensor, rank: Tensor) -> tuple[Tensor, Tensor]:
-    """The paper's Alg. 1 estimator from the values of :func:`permutation_plan`.
+    """The paper's Alg. 1 estimator from the values of :func:`permutation_prefixes`.
 
     With ``Delta_i(p)`` the marginal contribution of ``i`` in permutation ``p``,
     ``E2[i, j] = mean_p 1[j before i in p] Delta_i(p)`` (unbiased) and the
@@ -164,9 +148,9 @@ def bivariate_from_permutations(values: Tensor, rank: Tensor) -> tuple[Tensor, T
 
     Args:
         values:
-            ``(N, 2 + P (d - 1))`` values in the row order of the plan.
+            ``(N, 2 + P (d - 1))`` values in the row order of the prefixes.
         rank:
-            ``(P, d)`` positions returned by the plan.
+            ``(P, d)`` positions of the features in the permutations.
     """
     batch = values.shape[0]
     n_perm, d = rank.shape
@@ -416,9 +400,13 @@ def bivariate_permutation_plan(
     at least ``n_permutations``): each stays uniform given the count, so
     the estimator stays unbiased.
     """
-    rank, coalitions = permutation_plan(d, n_permutations, generator, device, budget)
+    if budget is not None and d >= 2:
+        rank = filled_orderings(d, budget, False, generator, device, minimum=n_permutations)
+    else:
+        rank = permutation_ranks(1, d, n_permutations, False, generator, device)[0]
     return Plan(
-        DenseCoalitions(coalitions), functools.partial(bivariate_from_permutations, rank=rank)
+        DenseCoalitions(permutation_prefixes(rank)),
+        functools.partial(bivariate_from_permutations, rank=rank),
     )
 
 
