@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import torch
 from torch import Tensor
@@ -241,6 +241,7 @@ class BayesShapReport:
     perturbations_needed: Tensor | None
 
 
+@dataclass(eq=False)
 class BayesShapRounds:
     """BayesSHAP's adaptive sampling as a sequence of plans.
 
@@ -285,29 +286,25 @@ class BayesShapRounds:
             posterior is the one of those i.i.d. draws; once every pair has
             come up, the rest of the draws are added as multiplicities (free);
             the focused rounds likewise pick on until their pairs are
-            distinct (:func:`_filled_focused_design`).
+            distinct (:func:`_distinct_picks`).
     """
 
-    def __init__(
-        self,
-        v_empty: Tensor,
-        v_full: Tensor,
-        d: int,
-        n_samples: int,
-        *,
-        confidence: float,
-        focused: bool = False,
-        target_width: float | None = None,
-        max_samples: int | None = None,
-        generator: torch.Generator | None = None,
-        fill: bool = False,
-    ) -> None:
-        self.fill = fill
-        self.v_empty, self.d, self.n_samples = v_empty, d, n_samples
-        self.delta = v_full - v_empty
-        self.confidence, self.focused = confidence, focused
-        self.target_width, self.generator = target_width, generator
-        self.cap = max_samples if max_samples is not None else max(DEFAULT_MAX_SAMPLES, n_samples)
+    v_empty: Tensor
+    v_full: Tensor
+    d: int
+    n_samples: int
+    _: KW_ONLY
+    confidence: float
+    focused: bool = False
+    target_width: float | None = None
+    max_samples: int | None = None
+    generator: torch.Generator | None = None
+    fill: bool = False
+
+    def __post_init__(self) -> None:
+        v_empty, d, n_samples, cap = self.v_empty, self.d, self.n_samples, self.max_samples
+        self.delta = self.v_full - v_empty
+        self.cap = cap if cap is not None else max(DEFAULT_MAX_SAMPLES, n_samples)
         batch = v_empty.shape[0]
         self.examples = torch.arange(batch, device=v_empty.device)
         self.stats = DesignStatistics.zeros(batch, d, v_empty.dtype, v_empty.device)
@@ -315,7 +312,7 @@ class BayesShapRounds:
         self.needed: Tensor | None = None
         self.stage = "first" if d >= 2 else "done"
         self.focus_round = 0
-        self.first = max(d, n_samples // 2) if focused else n_samples
+        self.first = max(d, n_samples // 2) if self.focused else n_samples
 
     # ---------------------------------------------------------------- plans
     def next_plan(self) -> Plan | None:
@@ -365,15 +362,19 @@ class BayesShapRounds:
         pair_counts = torch.clamp(counts.to(device) // 2, min=1)
         pairs = int(pair_counts.max())
         draws: Tensor | None = None
-        if focused and self.posterior is not None and fill:
-            drawn, draws = _filled_focused_design(
-                self.posterior, examples, pairs, d, self.generator
+        if focused and self.posterior is not None:
+            # Alg. 2: pairs chosen by predictive variance; with fill, picked on until distinct
+            picks = FOCUS_FILL_PICKS_PER_PAIR * pairs if fill else pairs
+            candidates, chosen = _focused_picks(
+                self.posterior, examples, pairs, self.generator, picks
             )
-            drawn, draws = drawn.to(device), draws.to(device=device, dtype=dtype)
-            valid = draws > 0
-        elif focused and self.posterior is not None:
-            drawn = _focused_design(self.posterior, examples, pairs, d, self.generator).to(device)
-            valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
+            if fill:
+                drawn, draws = _distinct_picks(candidates, chosen, pairs)
+                drawn, draws = drawn.to(device), draws.to(device=device, dtype=dtype)
+                valid = draws > 0
+            else:
+                drawn = candidates.gather(1, chosen[..., None].expand(-1, -1, d)).to(device)
+                valid = torch.arange(pairs, device=device)[None, :] < pair_counts[:, None]
         elif fill:
             shared, multiplicity = filled_draws(d, pairs, self.generator, device, dtype)
             drawn = shared.expand(len(examples), *shared.shape)
@@ -551,32 +552,16 @@ def pair_multiplicities(
     return out.to(counts.device)[inverse].to(probability.dtype)
 
 
-def _focused_design(
-    posterior: BayesPosterior,
-    examples: Tensor,
-    width: int,
-    d: int,
-    generator: torch.Generator | None,
-    picks_count: int | None = None,
-) -> Tensor:
-    """``(A, width, d)`` coalitions chosen by predictive variance (Alg. 2).
-
-    ``picks_count``: draw that many picks (not ``width``) from the
-    ``width``-sized candidate pool.
-    """
-    candidates, chosen = _focused_picks(posterior, examples, width, d, generator, picks_count)
-    return candidates.gather(1, chosen[..., None].expand(-1, -1, d))
-
-
 def _focused_picks(
     posterior: BayesPosterior,
     examples: Tensor,
     width: int,
-    d: int,
     generator: torch.Generator | None,
-    picks_count: int | None = None,
+    picks_count: int,
 ) -> tuple[Tensor, Tensor]:
-    """The candidates ``(A, C, d)`` of a focused round and the picks ``(A, picks)`` among them."""
+    """The candidates ``(A, C, d)`` of a focused round of ``width`` pairs (Alg. 2) and
+    ``picks_count`` picks ``(A, picks)`` among them, by predictive variance."""
+    d = posterior.mean.shape[1]
     candidates_count = min(FOCUS_MAX_CANDIDATES, max(FOCUS_CANDIDATES_PER_ROW * width, 2 * d))
     # candidates and the uniforms that pick among them are shared by the batch
     # (inverse-CDF picks per example): an example's draws do not depend on the others
@@ -588,8 +573,7 @@ def _focused_picks(
     logits = spread / (FOCUS_TEMPERATURE * spread.mean(dim=1, keepdim=True).clamp(min=1e-300))
     cumulative = torch.softmax(logits, dim=1).cumsum(dim=1)
     source = generator.device if generator is not None else candidates.device
-    count = width if picks_count is None else picks_count
-    picks = torch.rand(1, count, generator=generator, device=source, dtype=cumulative.dtype)
+    picks = torch.rand(1, picks_count, generator=generator, device=source, dtype=cumulative.dtype)
     picks = picks.to(cumulative.device) * cumulative[:, -1:]
     chosen = torch.searchsorted(cumulative, picks).clamp(max=candidates_count - 1)
     return candidates, chosen
@@ -599,24 +583,16 @@ def _focused_picks(
 FOCUS_FILL_PICKS_PER_PAIR = 32
 
 
-def _filled_focused_design(
-    posterior: BayesPosterior,
-    examples: Tensor,
-    width: int,
-    d: int,
-    generator: torch.Generator | None,
-) -> tuple[Tensor, Tensor]:
-    """A focused round of ``width`` distinct pairs: ``(A, width, d)`` and draws ``(A, width)``.
+def _distinct_picks(candidates: Tensor, chosen: Tensor, width: int) -> tuple[Tensor, Tensor]:
+    """A filled focused round of ``width`` distinct pairs: ``(A, width, d)``, draws ``(A, width)``.
 
-    The picks of :func:`_focused_design` go on (up to
-    :data:`FOCUS_FILL_PICKS_PER_PAIR` ``width``, shared uniforms) until an
-    example has ``width`` distinct pairs, or the candidates run out; each
-    pair is counted as often as it was picked (0: padding).
+    The picks of :func:`_focused_picks` (up to :data:`FOCUS_FILL_PICKS_PER_PAIR`
+    ``width``, shared uniforms) are taken until an example has ``width``
+    distinct pairs, or the candidates run out; each pair is counted as often
+    as it was picked (0: padding).
     """
-    candidates, chosen = _focused_picks(
-        posterior, examples, width, d, generator, FOCUS_FILL_PICKS_PER_PAIR * width
-    )
     batch, picks = chosen.shape
+    d = candidates.shape[2]
     pool = candidates[0]
     canonical = torch.where(pool[:, :1], pool, ~pool)  # a pair and its complement are one
     pair_id = distinct_ids(canonical)[chosen]  # (A, picks)
