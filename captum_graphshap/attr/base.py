@@ -237,20 +237,14 @@ class GameAttribution(PerturbationAttribution):
         checked = self._options(options)
         if show_progress is not None:  # None: a bar for long work (engine/batching.py)
             check_flag(show_progress, "show_progress")
-        if self.uses_graph_mask(checked):
-            feature_mask = default_graph_mask(inputs, feature_mask)
-        game, is_tuple = prepare_game(
-            self.forward_func,
+        game, is_tuple = self._game(
+            checked,
             inputs,
             baselines,
             target,
             additional_forward_args,
             feature_mask,
             perturbations_per_eval,
-            references=checked.references,
-            value=checked.value,
-            reuse_buffers=checked.reuse_buffers,
-            on_nan=checked.on_nan,
         )
         with model_state_kept(self.forward_func):
             try:
@@ -266,6 +260,33 @@ class GameAttribution(PerturbationAttribution):
             # Captum's KernelShap with return_input_shape=False: one value per feature
             return pack_result(game, outcome, checked, is_tuple, per_feature=True)
         return pack_result(game, outcome, checked, is_tuple)
+
+    def _game(
+        self,
+        checked: Any,
+        inputs: Any,
+        baselines: Any,
+        target: Any,
+        additional_forward_args: Any,
+        feature_mask: Any,
+        perturbations_per_eval: Any = None,
+    ) -> tuple[CoalitionGame, bool]:
+        """The game of Captum's arguments under the checked options (no model call yet)."""
+        if self.uses_graph_mask(checked):
+            feature_mask = default_graph_mask(inputs, feature_mask)
+        return prepare_game(
+            self.forward_func,
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
+            perturbations_per_eval,
+            references=checked.references,
+            value=checked.value,
+            reuse_buffers=checked.reuse_buffers,
+            on_nan=checked.on_nan,
+        )
 
     def _explain_outputs(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
         """Explain the target, or, without one, every output of a multi-output model.

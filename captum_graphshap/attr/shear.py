@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from .._compat import BaselineType, TargetType
-from ..engine.coalition_game import CoalitionGame, prepare_game
+from ..engine.coalition_game import CoalitionGame
 from ..engine.derivatives import (
     CROSS_CONTRIBUTIONS,
     check_floating,
@@ -171,14 +171,13 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             inputs' dtype otherwise. The diagonal is not used by SHEAR.
         """
         check_choice(kind, CROSS_CONTRIBUTIONS, "kind")
-        game, _ = prepare_game(
-            self.forward_func,
+        game, _ = self._game(
+            self._options({"value": value}),  # checked as attribute checks it
             inputs,
             baselines,
             target,
             additional_forward_args,
             feature_mask,
-            value=value,
         )
         return cross_contributions(game, kind)
 
