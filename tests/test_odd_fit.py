@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import captum_graphshap.plans.odd_fit as odd_fit
-from captum_graphshap.plans.odd_fit import PrefixFactor, fold_grams, select_and_fit, walsh_tables
+from captum_graphshap.plans.odd_fit import FoldSystems, PrefixFactor, select_and_fit, walsh_tables
 from captum_graphshap.plans.sampling import stratified_paired_coalitions
 from captum_graphshap.plans.surrogates import OddCubicSurrogate, odd_features, select_triples
 
@@ -51,6 +51,14 @@ def game(d, batch, pairs, seed):
     strength = torch.rand(batch, d, d, generator=generator, dtype=torch.float64)
     strength = strength + strength.transpose(1, 2)
     return sampled, weights, odd, total, strength
+
+
+def fold_grams(sampled, weights, odd, triples, folds):
+    """Per-fold ``(F, G, p, p)`` Grams, ``(F, N, p)`` targets and ``(F, N)`` norms
+    (:class:`FoldSystems`, every fold's Gram materialised)."""
+    systems = FoldSystems(sampled, weights, odd, triples, folds)
+    grams = torch.stack([systems.fold(f) for f in range(folds)])
+    return grams, systems.targets, systems.norms
 
 
 @pytest.mark.parametrize(("d", "pairs"), [(8, 120), (12, 300), (16, 511)])

@@ -285,21 +285,6 @@ class FoldSystems:
         return self._gather(self.total_table - self.tables[f])
 
 
-def fold_grams(
-    sampled: Tensor,
-    weights: Tensor,
-    odd: Tensor,
-    triples: Tensor,
-    folds: int,
-    tables: Tensor | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-fold ``(F, G, p, p)`` Grams, ``(F, N, p)`` targets and ``(F, N)`` norms
-    (:class:`FoldSystems`, every fold's Gram materialised)."""
-    systems = FoldSystems(sampled, weights, odd, triples, folds, tables)
-    grams = torch.stack([systems.fold(f) for f in range(folds)])
-    return grams, systems.targets, systems.norms
-
-
 def _triangular(factor: Tensor, rhs: Tensor, upper: bool) -> Tensor:
     """``L^{-1} B`` (``upper`` False) or ``L^{-T} B`` for ``L`` ``(..., G, p, p)``, ``B``
     ``(..., N, p, m)``; a factor shared by the batch (``G = 1``) takes every example's
