@@ -484,17 +484,13 @@ def prepare_game(
     tensors, is_tuple = format_inputs(inputs)
     check_options(value, on_nan, reuse_buffers, perturbations_per_eval)
     backgrounds = format_backgrounds(baselines, references, tensors)
-    features = format_features(feature_mask, tensors)
-    device = tensors[0].device
-    flat_target = format_target(target, tensors[0].shape[0], device)
-    args = format_additional_forward_args(additional_forward_args)
-    game = CoalitionGame(
+    game = CoalitionGame(  # the arguments checked in this order
         forward_func=forward_func,
         inputs=tensors,
         backgrounds=backgrounds,
-        features=features,
-        additional_args=args,
-        target=flat_target,
+        features=format_features(feature_mask, tensors),
+        target=format_target(target, tensors[0].shape[0], tensors[0].device),
+        additional_args=format_additional_forward_args(additional_forward_args),
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
         reuse_buffers=reuse_buffers,
