@@ -153,59 +153,50 @@ def write_report(result: DemoResult, heatmaps: str, masking: str) -> None:
     embedded, so the page can be mailed or attached on its own.
     """
     folder = result.report.parent
-    best = min(result.auc, key=result.auc.__getitem__)
-    rows = []
-    for name, area in result.auc.items():
-        evals = f"{result.evaluations[name]:.0f}" if name in result.evaluations else "–"
-        took = f"{result.seconds[name]:.2f} s" if name in result.seconds else "–"
-        weight = ' style="font-weight:bold"' if name == best else ""
-        rows.append(
-            f"<tr{weight}><td>{html.escape(name)}</td><td>{evals}</td><td>{took}</td>"
-            f"<td>{area:.3f}</td></tr>"
-        )
-    efficiency = float((result.exact_total - result.exact_gain).abs().max())
-    text_html = ""
-    if result.text:
-        lines = []
-        for words, attr, label in result.text:
-            scale = max((abs(a) for a in attr), default=0.0) or 1.0
-            # each word's value is printed under it (not only in a tooltip), and the
-            # sentence's colour scale is drawn beside its label
-            spans = " ".join(
-                f'<span class="word" style="background:{_colour(a / scale)}" title="{a:+.3f}">'
-                f"{html.escape(w)}<small>{a:+.2f}</small></span>"
-                for w, a in zip(words, attr)
-            )
-            lines.append(f"<p><b>{html.escape(label)}</b> {_scale_html(scale)}</p><p>{spans}</p>")
-        text_html = (
-            "<h2>Text: C-Shapley (k=2) on words</h2><p>Zero-shot MiniLM sentiment. Under "
-            "each word, its attribution of the log-probability of the predicted label: "
-            "green supports the label, red opposes it; each sentence's colours run from "
-            "its largest negative to its largest positive value, as its scale shows.</p>"
-            + "".join(lines)
-        )
-    notes = "".join(f"<p><i>{html.escape(note)}</i></p>" for note in result.notes)
-    n = result.examples.shape[0]
-    page = f"""<!doctype html>
+    page = (
+        _PAGE_HEAD
+        + _intro_html(result)
+        + _masking_html(result, _embedded(folder / masking))
+        + _ATTRIBUTIONS_HTML.format(heatmaps=_embedded(folder / heatmaps))
+        + _text_html(result.text)
+        + "".join(f"<p><i>{html.escape(note)}</i></p>" for note in result.notes)
+        + "\n</body></html>\n"
+    )
+    result.report.write_text(page, encoding="utf-8")
+
+
+_PAGE_HEAD = """<!doctype html>
 <html><head><meta charset="utf-8"><title>captum-graphshap demo</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em}}
-td:not(:first-child){{text-align:right}}
-.word{{display:inline-block;text-align:center;padding:.1em .25em;margin:.1em 0;line-height:1.2}}
-.word small{{display:block;font-size:.75em;color:#333}}
-.scale{{display:inline-block;width:10em;height:.8em;vertical-align:middle;border:1px solid #999;
-background:linear-gradient(to right,rgb(255,0,0),rgb(255,255,255),rgb(0,255,0))}}</style>
+<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em}
+td:not(:first-child){text-align:right}
+.word{display:inline-block;text-align:center;padding:.1em .25em;margin:.1em 0;line-height:1.2}
+.word small{display:block;font-size:.75em;color:#333}
+.scale{display:inline-block;width:10em;height:.8em;vertical-align:middle;border:1px solid #999;
+background:linear-gradient(to right,rgb(255,0,0),rgb(255,255,255),rgb(0,255,0))}</style>
 </head><body>
-<h1>captum-graphshap demo: L-/C-Shapley on digits</h1>
+"""
+
+
+def _intro_html(result: DemoResult) -> str:
+    """The title and what was explained, how, and at what cost."""
+    return f"""<h1>captum-graphshap demo: L-/C-Shapley on digits</h1>
 <p>A small CNN trained on scikit-learn's 8x8 digits (test accuracy
-{result.accuracy:.1%}). {n} held-out digits are explained: each method
+{result.accuracy:.1%}). {result.examples.shape[0]} held-out digits are explained: each method
 attributes the <b>log-probability of the predicted class</b>; absent pixels are
 set to 0 (no ink). L-/C-Shapley use <code>context="{result.context}"</code>,
 C-Shapley <code>weights="{result.weights}"</code>.
 {html.escape(budget_note(result.evaluations))} Training, Captum's samplers and
 the masking run on one CPU thread (small batches); the package's methods on
 torch's default.</p>
-<h2>Masking experiment</h2>
+"""
+
+
+def _masking_html(result: DemoResult, curves_uri: str) -> str:
+    """The masking experiment: the table of methods, efficiency, curves and why the ranking."""
+    n = result.examples.shape[0]
+    efficiency = float((result.exact_total - result.exact_gain).abs().max())
+    return f"""<h2>Masking experiment</h2>
 <p>Pixels are masked (set to 0) in the order of each method's attributions and
 the change in the <b>log-odds</b> of the predicted class is recorded, from 0 to
 {result.fractions[-1]:.0%} of the pixels. The AUC is the area under that
@@ -217,23 +208,62 @@ this machine, and its masking AUC. The best (lowest) AUC is in bold; the
 random ranking is the reference a useful method must beat by a clear
 margin.</p>
 <table><tr><th>method</th><th>model evaluations / digit</th><th>time ({n} digits)</th>
-<th>masking AUC</th></tr>{"".join(rows)}</table>
+<th>masking AUC</th></tr>{"".join(_table_rows(result))}</table>
 <p>Exact Shapley over the four 4x4 patches is efficient: its values sum to
 log p(x) − log p(0) within {efficiency:.1e}.</p>
-<img src="{_embedded(folder / masking)}" alt="masking curves" style="max-width:100%">
+<img src="{curves_uri}" alt="masking curves" style="max-width:100%">
 {"".join(f"<p>{html.escape(p)}</p>" for p in why_ranking(result))}
-<h2>Attributions</h2>
+"""
+
+
+def _table_rows(result: DemoResult) -> list[str]:
+    """One ``<tr>`` per method: evaluations per digit, time, masking AUC (the best in bold)."""
+    best = min(result.auc, key=result.auc.__getitem__)
+    rows = []
+    for name, area in result.auc.items():
+        evals = f"{result.evaluations[name]:.0f}" if name in result.evaluations else "–"
+        took = f"{result.seconds[name]:.2f} s" if name in result.seconds else "–"
+        weight = ' style="font-weight:bold"' if name == best else ""
+        rows.append(
+            f"<tr{weight}><td>{html.escape(name)}</td><td>{evals}</td><td>{took}</td>"
+            f"<td>{area:.3f}</td></tr>"
+        )
+    return rows
+
+
+_ATTRIBUTIONS_HTML = """<h2>Attributions</h2>
 <p>Green: evidence for the predicted class; red: against; white: 0. The maps
 of one digit (a row) share one symmetric colour scale, shown by the row's
 colour bar, so a paler map has smaller attributions, not just a different
 normalisation. Maps are per pixel: the patch methods' values are divided by
 the pixels of their patch (4 for 2x2, 16 for 4x4), so each map adds up to its
 method's total.</p>
-<img src="{_embedded(folder / heatmaps)}" alt="heatmaps" style="max-width:100%">
-{text_html}{notes}
-</body></html>
+<img src="{heatmaps}" alt="heatmaps" style="max-width:100%">
 """
-    result.report.write_text(page, encoding="utf-8")
+
+
+def _text_html(text: list[tuple[list[str], list[float], str]] | None) -> str:
+    """The text section: each sentence's words coloured by attribution, or nothing."""
+    if not text:
+        return ""
+    lines = []
+    for words, attr, label in text:
+        scale = max((abs(a) for a in attr), default=0.0) or 1.0
+        # each word's value is printed under it (not only in a tooltip), and the
+        # sentence's colour scale is drawn beside its label
+        spans = " ".join(
+            f'<span class="word" style="background:{_colour(a / scale)}" title="{a:+.3f}">'
+            f"{html.escape(w)}<small>{a:+.2f}</small></span>"
+            for w, a in zip(words, attr)
+        )
+        lines.append(f"<p><b>{html.escape(label)}</b> {_scale_html(scale)}</p><p>{spans}</p>")
+    return (
+        "<h2>Text: C-Shapley (k=2) on words</h2><p>Zero-shot MiniLM sentiment. Under "
+        "each word, its attribution of the log-probability of the predicted label: "
+        "green supports the label, red opposes it; each sentence's colours run from "
+        "its largest negative to its largest positive value, as its scale shows.</p>"
+        + "".join(lines)
+    )
 
 
 def _embedded(path: Path) -> str:
