@@ -17,26 +17,39 @@ INSTALL_DEMO = 'pip install "captum-graphshap[demo]"'
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphshap`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "demo":
+        return _run_demo(args)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphshap",
         description="Shapley-value attributions for structured data (captum-graphshap).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo",
-        help="explain a CNN on digits with L-/C-Shapley and Captum; write an HTML report",
-        description=(
-            "Train a small CNN on scikit-learn's 8x8 digits (a few seconds), explain held-out "
-            "digits with C-Shapley (pixel grid, k=2 and k=1), L-Shapley (2x2 patches), exact "
-            "Shapley (4x4 patches) and Captum's ShapleyValueSampling and KernelShap at "
-            "C-Shapley k=1's number of model evaluations, score each with the L-/C-Shapley "
-            "paper's masking experiment (lower log-odds after masking = better), and write "
-            "an HTML report with heatmaps and masking curves. With the 'text' extra, also "
-            "explains two sentences word by word. About 30 s of CPU time (it prints its wall "
-            "time at the end; more on a busy machine). "
-            f"Needs scikit-learn: {INSTALL_DEMO}."
-        ),
+    _add_demo_arguments(
+        commands.add_parser(
+            "demo",
+            help="explain a CNN on digits with L-/C-Shapley and Captum; write an HTML report",
+            description=(
+                "Train a small CNN on scikit-learn's 8x8 digits (a few seconds), explain "
+                "held-out digits with C-Shapley (pixel grid, k=2 and k=1), L-Shapley (2x2 "
+                "patches), exact Shapley (4x4 patches) and Captum's ShapleyValueSampling and "
+                "KernelShap at C-Shapley k=1's number of model evaluations, score each with "
+                "the L-/C-Shapley paper's masking experiment (lower log-odds after masking = "
+                "better), and write an HTML report with heatmaps and masking curves. With the "
+                "'text' extra, also explains two sentences word by word. About 30 s of CPU "
+                "time (it prints its wall time at the end; more on a busy machine). "
+                f"Needs scikit-learn: {INSTALL_DEMO}."
+            ),
+        )
     )
+    return parser
+
+
+def _add_demo_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--out",
         type=Path,
@@ -63,27 +76,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="myerson",
         help="C-Shapley weights (default: myerson; paper = Eq. (6) literally)",
     )
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        import matplotlib
 
-        from . import demo as demo_module
-        from .demo import DemoDependencyError
 
-        # The demo only writes files; never open a window.
-        matplotlib.use("Agg")
-        try:
-            demo_module.run_demo(
-                args.out,
-                args.seed,
-                quick=args.quick,
-                text=not args.no_text,
-                context=args.context,
-                weights=args.weights,
-            )
-        except DemoDependencyError as error:
-            print(f"graphshap: {error}", file=sys.stderr)
-            return 1
+def _run_demo(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    from . import demo as demo_module
+    from .demo import DemoDependencyError
+
+    # The demo only writes files; never open a window.
+    matplotlib.use("Agg")
+    try:
+        demo_module.run_demo(
+            args.out,
+            args.seed,
+            quick=args.quick,
+            text=not args.no_text,
+            context=args.context,
+            weights=args.weights,
+        )
+    except DemoDependencyError as error:
+        print(f"graphshap: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
