@@ -455,20 +455,7 @@ def explain_sentiment(
             For an unknown ``method``, ``baseline`` or ``level``, an empty text,
             or a bad ``k``/``max_rows``.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if level not in ("word", "token"):
-        raise ValueError(f"level must be 'word' or 'token', got {level!r}.")
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-        raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
-    if method in ("c_shapley", "l_shapley") and (
-        isinstance(k, bool) or not isinstance(k, int) or k < 1
-    ):
-        raise ValueError(f"k must be a positive int for {method}, got {k!r}.")
-    texts = [texts] if isinstance(texts, str) else list(texts)
-    for position, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"texts[{position}] must be a non-empty string, got {text!r}.")
+    texts = _checked_arguments(texts, method, level, max_rows, k)
     classifier: Any = _classifier(model, tokenizer, labels, device)
     token_id = _baseline_id(classifier.tokenizer, baseline)
     attribution = _method(method, classifier)
@@ -483,13 +470,6 @@ def explain_sentiment(
         with torch.no_grad():
             probs = classifier(input_ids, attention).softmax(dim=-1)[0]
         label_index = int(probs.argmax())
-        options: dict[str, Any] = dict(attribute_options)
-        if method in ("c_shapley", "l_shapley", "myerson"):
-            from ..graphs import LineGraph
-
-            options.setdefault("graph", LineGraph(len(names[0])))
-        if method in ("c_shapley", "l_shapley"):
-            options["k"] = k
         attributions = attribution.attribute(
             input_ids,
             baselines=token_baselines(encoding, token_id),
@@ -498,7 +478,7 @@ def explain_sentiment(
             feature_mask=mask.to(input_ids.device),
             perturbations_per_eval=max_rows,
             value=value,
-            **options,
+            **_method_options(method, k, len(names[0]), attribute_options),
         )
         results.append(
             SentimentExplanation(
@@ -509,10 +489,47 @@ def explain_sentiment(
                 label_index=label_index,
                 probability=float(probs[label_index]),
                 method=method,
-                k=k if method in ("c_shapley", "l_shapley") else None,
+                k=k if method in _LOCAL_METHODS else None,
             )
         )
     return results
+
+
+#: the methods with an order ``k``
+_LOCAL_METHODS = ("c_shapley", "l_shapley")
+
+
+def _checked_arguments(
+    texts: str | Sequence[str], method: str, level: str, max_rows: int, k: int
+) -> list[str]:
+    """The texts as a list, once every argument :func:`explain_sentiment` checks is valid."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if level not in ("word", "token"):
+        raise ValueError(f"level must be 'word' or 'token', got {level!r}.")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise ValueError(f"max_rows must be a positive int, got {max_rows!r}.")
+    if method in _LOCAL_METHODS and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k must be a positive int for {method}, got {k!r}.")
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    for position, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"texts[{position}] must be a non-empty string, got {text!r}.")
+    return texts
+
+
+def _method_options(
+    method: str, k: int, words: int, attribute_options: dict[str, Any]
+) -> dict[str, Any]:
+    """The method's options: the caller's, the line graph of the words and ``k``."""
+    options = dict(attribute_options)
+    if method in (*_LOCAL_METHODS, "myerson"):
+        from ..graphs import LineGraph
+
+        options.setdefault("graph", LineGraph(words))
+    if method in _LOCAL_METHODS:
+        options["k"] = k
+    return options
 
 
 def _classifier(
