@@ -92,7 +92,9 @@ class Options:
 class GameAttribution(PerturbationAttribution):
     """Base adapter of every method (Captum's ``ShapleyValues`` argument order)."""
 
-    #: the progress bar's text, Captum's for the classes of the same role
+    #: the progress bar's text; by default, as Captum's, the class name in words
+    #: ("C Shapley attribution"); a class standing in for a Captum class sets that
+    #: class's ("Shapley Values attribution" for ExactShapley)
     progress_desc: ClassVar[str] = ""
     #: the keyword-only options and their checks
     Options: ClassVar[type[Options]] = Options
@@ -119,6 +121,8 @@ class GameAttribution(PerturbationAttribution):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "progress_desc" not in cls.__dict__:
+            cls.progress_desc = f"{cls.get_name()} attribution"
         publish_signature(cls)
 
     # The static types of ``attribute``, keyed on the ``return_*`` flags (the

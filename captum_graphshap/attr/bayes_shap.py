@@ -121,7 +121,6 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
         True
     """
 
-    progress_desc = "Bayes Shap attribution"
     Options = BayesShapOptions
 
     def explain(

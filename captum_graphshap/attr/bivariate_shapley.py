@@ -147,7 +147,6 @@ class BivariateShapley(SampledAttribution):
         torch.Size([2, 4, 4])
     """
 
-    progress_desc = "Bivariate Shapley attribution"
     Options = BivariateOptions
     renames = Renames(
         options={"method": "estimator"}, values={"estimator": {"sampling": "permutation"}}

@@ -111,7 +111,6 @@ class CShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
         torch.Size([2, 8])
     """
 
-    progress_desc = "C Shapley attribution"
     Options = CShapleyOptions
     renames = Renames(
         options={"method": "estimator"},

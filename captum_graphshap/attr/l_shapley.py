@@ -61,7 +61,6 @@ class LShapley(GraphAttribution, captum_attr.ShapleyValueSampling):
         (torch.Size([2, 8]), True)
     """
 
-    progress_desc = "L Shapley attribution"
     Options = LShapleyOptions
 
     def graph_plan(self, options: LShapleyOptions) -> PlanBuilder:

@@ -32,7 +32,5 @@ class MyersonValue(GraphAttribution, captum_attr.ShapleyValueSampling):
         torch.Size([1, 6])
     """
 
-    progress_desc = "Myerson Value attribution"
-
     def graph_plan(self, options: Any) -> PlanBuilder:
         return myerson_plan

@@ -92,7 +92,6 @@ class ShapleyResiduals(GameAttribution):
         True
     """
 
-    progress_desc = "Shapley Residuals attribution"
     Options = ResidualOptions
 
     def uses_graph_mask(self, options: ResidualOptions) -> bool:

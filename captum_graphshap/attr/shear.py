@@ -132,7 +132,6 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
         torch.Size([1, 3])
     """
 
-    progress_desc = "Shear attribution"
     # Eq. (14) gives a dummy exactly 0, the regression estimator only nearly:
     # feature ids an example does not use are dropped before planning
     exact_for_dummies = False
