@@ -49,7 +49,7 @@ class Case:
 
 KERNEL = {
     name: Case("PairedKernelShap", (("estimator", name),))
-    for name in ("auto", "kernel", "stratified", "cubic", "regression_mc")
+    for name in ("auto", "kernel", "stratified", "cubic", "regression_mc", "walsh_gp")
 }
 SHEAR = {
     name: Case("Shear", (("estimator", name),), efficient=name != "paper", derivatives=True)
@@ -136,6 +136,8 @@ def _explain(case: Case, model: CountingModel, x: torch.Tensor, budget: int | No
 @example(SHEAR["cubic"], 2, 8, False, "float64", "smooth", 2)
 @example(KERNEL["regression_mc"], 4, 3, False, "float64", "relu", 3)
 @example(KERNEL["regression_mc"], 4, 5, False, "float32", "smooth", 1)
+@example(KERNEL["walsh_gp"], 12, 40, False, "float32", "relu", 1)
+@example(KERNEL["walsh_gp"], 2, 3, False, "float16", "smooth", 0)
 @example(Case("PairedKernelShap"), 1, 0, False, "float64", "smooth", 0)
 @example(Case("BayesShap"), 4, 40, True, "float64", "smooth", 0)
 def test_finite_efficient_within_budget_and_nothing_mutated(

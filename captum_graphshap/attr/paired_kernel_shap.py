@@ -20,6 +20,12 @@ from ..plans.sampling import (
     paired_kernel_plan,
     shared_permutation_plan,
 )
+from ..plans.walsh_gp import (
+    AUTO_WALSH_GP_BELOW,
+    MAX_FEATURES,
+    check_walsh_gp_pairs,
+    walsh_gp_plan,
+)
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
@@ -77,7 +83,14 @@ class PairedKernelShapOptions(Options):
 
 
 #: ``estimator=`` choices of :class:`PairedKernelShap`
-KERNEL_ESTIMATORS: tuple[str, ...] = ("auto", "kernel", "stratified", "cubic", "regression_mc")
+KERNEL_ESTIMATORS: tuple[str, ...] = (
+    "auto",
+    "kernel",
+    "stratified",
+    "cubic",
+    "regression_mc",
+    "walsh_gp",
+)
 #: ``estimator="auto"`` samples antithetic permutations below this many
 #: evaluations per feature and fits the cubic surrogate from it on. Measured
 #: on random MLPs the benchmark does not use (d = 10 and 16, ReLU and GELU, 6
@@ -148,6 +161,9 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             plan = paired_kernel_plan(d, count, options.generator, game.device)
         elif estimator == "regression_mc":
             plan = regression_mc_plan(d, (count + 1) // 2, options.generator, game.device)
+        elif estimator == "walsh_gp":
+            check_walsh_gp_pairs(d, count // 2, options.budget is not None)
+            plan = walsh_gp_plan(d, count // 2, options.generator, game.device)
         else:
             triples = 0 if estimator == "stratified" else None
             pairs = (count + 1) // 2
@@ -166,7 +182,7 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
         else:
             count = 2 * d + 2048 if options.n_samples is None else options.n_samples
             count = check_count(count, "n_samples", 1)
-            if count < 2 * d:
+            if count < 2 * d and options.estimator != "walsh_gp":  # it refuses
                 warnings.warn(
                     f"PairedKernelShap: n_samples={count} is below 2 d = {2 * d} for d = {d} "
                     f"features; the fit is underdetermined and gives the minimum-norm "
@@ -188,13 +204,19 @@ def auto_plan(
 ) -> tuple[Plan | None, str]:
     """``estimator="auto"``: the plan for ``count + 2`` evaluations, or the estimator to use.
 
-    Every coalition (exact Shapley) when they fit; antithetic permutations
-    below :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
+    Every coalition (exact Shapley) when they fit; up to
+    :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features, the
+    Walsh-basis Gaussian-process fit below
+    :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_BELOW` ``d``
+    evaluations; beyond that many features, antithetic permutations below
+    :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
     orderings); otherwise no plan here and ``"cubic"``.
     """
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
+    if d <= MAX_FEATURES and count // 2 >= d and evaluations < AUTO_WALSH_GP_BELOW * d:
+        return walsh_gp_plan(d, count // 2, generator, device), "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
     if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:
