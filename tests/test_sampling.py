@@ -203,7 +203,8 @@ def test_kernel_shap_is_exact_for_additive_games():
 
     x = torch.randn(3, 6, dtype=torch.float64)
     got = PairedKernelShap(model).attribute(x, n_samples=40, generator=seeded(0))
-    torch.testing.assert_close(got, x * weights, rtol=0, atol=1e-12)
+    # the default's kriging solves with a near-singular covariance: exact to round-off
+    torch.testing.assert_close(got, x * weights, rtol=0, atol=1e-10)
 
 
 def test_kernel_shap_of_a_table_game_matches_brute_force_at_large_budgets():

@@ -17,7 +17,11 @@ from torch import nn
 from captum_graphshap import PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.plans import walsh_gp
-from captum_graphshap.plans.walsh_gp import elementary_symmetric, walsh_gp_plan
+from captum_graphshap.plans.walsh_gp import (
+    elementary_symmetric,
+    leave_one_out_symmetric,
+    walsh_gp_plan,
+)
 from tests.reference import brute_shapley
 
 
@@ -86,6 +90,14 @@ def test_interpolates_when_every_pair_is_observed() -> None:
     torch.testing.assert_close(plan.estimator(values)[0], brute(model, x), rtol=0, atol=1e-6)
 
 
+def test_leave_one_out_symmetric_polynomials() -> None:
+    w = torch.randn(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    got = leave_one_out_symmetric(w, elementary_symmetric(w, 4))
+    for i in range(6):
+        others = torch.cat([w[:, :i], w[:, i + 1 :]], dim=1)
+        torch.testing.assert_close(got[:, i], elementary_symmetric(others, 4), atol=1e-12, rtol=0)
+
+
 def test_elementary_symmetric_polynomials() -> None:
     w = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     got = elementary_symmetric(w, 4)
@@ -124,13 +136,13 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     odd = torch.cat([(inside - outside) / 2, ((values[0, 1] - values[0, 0]) / 2)[None]])
     # the relevance comes from the paired linear fit: read it off the estimator's call
     captured = {}
-    original = walsh_gp._posterior_mean
+    original = walsh_gp.posterior_means
 
     def spy(signs_: torch.Tensor, odd_: torch.Tensor, scale_: torch.Tensor) -> torch.Tensor:
-        captured["scale"] = scale_
+        captured["scale"] = scale_[0]
         return original(signs_, odd_, scale_)
 
-    monkeypatch.setattr(walsh_gp, "_posterior_mean", spy)
+    monkeypatch.setattr(walsh_gp, "posterior_means", spy)
     plan.estimator(values)
     relevance = captured["scale"] + walsh_gp.RELEVANCE_FLOOR
     relevance = relevance / relevance.mean()

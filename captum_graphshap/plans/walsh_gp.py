@@ -59,18 +59,32 @@ AUTO_WALSH_GP_BELOW = 20
 #: Above this many features the covariance's cost (pairs^2 * d * order per
 #: example) outgrows the gain: ``"auto"`` keeps the cubic fit.
 MAX_FEATURES = 32
+#: Relative ridge on the linear parities' normal matrix when the drawn pairs leave it
+#: singular (two features never apart).
+RIDGE = 1e-9
+#: Floats of covariance work per chunk of examples (about 256 MiB in float64).
+CHUNK_FLOATS = 32 * 1024 * 1024
 
 
 def elementary_symmetric(weights: Tensor, max_order: int) -> Tensor:
     """``(..., max_order + 1)``: ``e_0 .. e_max_order`` of the last axis of ``weights``."""
-    shape = weights.shape[:-1]
-    sums = [torch.ones(shape, dtype=weights.dtype, device=weights.device)]
-    sums += [torch.zeros_like(sums[0]) for _ in range(max_order)]
+    sums = weights.new_zeros(max_order + 1, *weights.shape[:-1])
+    sums[0] = 1.0
     for j in range(weights.shape[-1]):
-        w = weights[..., j]
-        for k in range(max_order, 0, -1):
-            sums[k] = sums[k] + w * sums[k - 1]
-    return torch.stack(sums, dim=-1)
+        # the right side reads the old sums: e_k <- e_k + w_j e_(k-1), every k at once
+        sums[1:] = sums[1:] + weights[..., j] * sums[:-1]
+    return sums.movedim(0, -1)
+
+
+def leave_one_out_symmetric(weights: Tensor, sums: Tensor) -> Tensor:
+    """``(..., d, K)``: ``e_0 .. e_(K-1)`` of ``weights`` without feature ``i``, for every ``i``.
+
+    From the full sums ``(..., K)`` by ``e_k(w - i) = e_k(w) - w_i e_(k-1)(w - i)``.
+    """
+    out = [torch.ones_like(weights)]
+    for k in range(1, sums.shape[-1]):
+        out.append(sums[..., k : k + 1] - weights * out[-1])
+    return torch.stack(out, dim=-1)
 
 
 def order_variances(num_features: int, decay: float) -> Tensor:
@@ -129,71 +143,97 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
         full,
         torch.cat([weights, weights]),
     ).to(torch.float64)
-    estimates = [
-        _posterior_mean(signs, odd[n], _relevance_scale(linear[n])) for n in range(len(values))
-    ]
-    phi = torch.stack(estimates)
+    scale = linear.abs()
+    mean = scale.mean(dim=1, keepdim=True)
+    scale = torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
+    # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
+    rows = pairs + 1
+    per_example = len(RELEVANCE_POWERS) * (len(ORDER_DECAYS) + MAX_ORDER + 1) * rows * rows
+    chunk = max(1, CHUNK_FLOATS // per_example)
+    phi = torch.cat(
+        [
+            posterior_means(signs, odd[start : start + chunk], scale[start : start + chunk])
+            for start in range(0, len(values), chunk)
+        ]
+    )
     # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
     phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
     return phi.to(values.dtype)
 
 
-def _relevance_scale(linear: Tensor) -> Tensor:
-    scale = linear.abs()
-    mean = scale.mean()
-    return scale / mean if mean > 0 else torch.ones_like(scale)
+def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
+    """Posterior means of ``phi`` ``(E, d)``, each example's prior chosen by likelihood.
 
-
-def _posterior_mean(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
-    """One example's posterior mean of ``phi`` ``(d,)``, its prior chosen by likelihood.
-
-    The linear parities get a flat prior (universal kriging: their
-    coefficients are the generalised least-squares fit), so games whose odd
-    part is linear (order two) are reproduced exactly; the parities of order
-    three and up form the Gaussian process, whose scale is profiled out and
-    whose shape is chosen by the restricted likelihood.
+    ``signs`` ``(rows, d)`` the observed coalitions in +-1, ``odd`` ``(E, rows)``
+    their odd parts, ``scale`` ``(E, d)`` the relevance before its power. The
+    linear parities get a flat prior (universal kriging: their coefficients
+    are the generalised least-squares fit), so games whose odd part is linear
+    (order two) are reproduced exactly; the parities of order three and up
+    form the Gaussian process, whose scale is profiled out and whose shape
+    (relevance power x decay) is chosen per example by the restricted
+    likelihood.
     """
     rows, d = signs.shape
+    examples = odd.shape[0]
     top = min(MAX_ORDER, d)
-    best_likelihood, best = -float("inf"), None
-    eye = torch.eye(rows, dtype=torch.float64, device=signs.device)
-    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(signs.device)
-    shapley_weights = grid * _shapley_order_weights(top, signs)
-    for power in RELEVANCE_POWERS:
-        relevance = (scale + RELEVANCE_FLOOR) ** power
-        relevance = relevance / relevance.mean()
-        weighted = relevance * signs  # (rows, d)
-        # covariance terms per order: e_k(r_j x_j x'_j)
-        by_order = elementary_symmetric(weighted[:, None, :] * signs[None, :, :], top)
-        covariances = torch.einsum("gk,pqk->gpq", grid, by_order)
-        jitter = JITTER * covariances.diagonal(dim1=1, dim2=2).mean(dim=1, keepdim=True)
-        factor, info = torch.linalg.cholesky_ex(covariances + jitter[..., None] * eye)
-        solved = torch.cholesky_solve(
-            torch.cat([signs, odd[:, None]], dim=1).expand(len(grid), -1, -1), factor
-        )
-        inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
-        normal = signs.T @ inverse_signs  # (G, d, d)
-        linear = torch.linalg.solve(normal, signs.T @ inverse_odd)  # (G, d, 1)
-        inverse_residual = inverse_odd - inverse_signs @ linear  # K^-1 (u - X beta)
-        quadratic = (odd[None, :, None] * inverse_residual).sum(dim=(1, 2)).clamp_min(1e-300)
-        likelihood = (
-            -0.5 * (rows - d) * torch.log(quadratic)
-            - torch.log(factor.diagonal(dim1=1, dim2=2)).sum(dim=1)
-            - 0.5 * torch.linalg.slogdet(normal)[1]
-        )
-        ok = (info == 0) & torch.isfinite(likelihood)
-        likelihood = torch.where(ok, likelihood, torch.full_like(likelihood, -float("inf")))
-        pick = int(likelihood.argmax())
-        if float(likelihood[pick]) > best_likelihood:
-            # Cov(phi_i, u(S)) per order: r_i x_i e_{k-1}(r_j x_j, j != i)
-            cross = _cross_terms(weighted, top)  # (rows, d, top + 1)
-            higher = torch.einsum(
-                "pik,k,p->i", cross, shapley_weights[pick], inverse_residual[pick, :, 0]
-            )
-            best_likelihood, best = float(likelihood[pick]), 2 * linear[pick, :, 0] + higher
-    if best is None:
+    device = signs.device
+    powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=device)
+    relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
+    relevance = relevance / relevance.mean(dim=-1, keepdim=True)
+    weighted = relevance[:, :, None, :] * signs  # (E, W, rows, d): r_j x_j
+    # e_k(r_j x_j x'_j) for every pair of rows, built feature by feature
+    by_order = weighted.new_zeros(top + 1, examples, len(RELEVANCE_POWERS), rows, rows)
+    by_order[0] = 1.0
+    for j in range(d):
+        w = weighted[..., j, None] * signs[None, None, None, :, j]
+        by_order[1:] = by_order[1:] + w * by_order[:-1]
+    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(device)
+    covariances = torch.einsum("gk,kewpq->ewgpq", grid, by_order)  # (E, W, G, rows, rows)
+    del by_order
+    diagonal = covariances.diagonal(dim1=-2, dim2=-1).mean(dim=-1)
+    # no parity of order three (d < 3): the generalised fit is ordinary least squares
+    jitter = torch.where(diagonal > 0, JITTER * diagonal, torch.ones_like(diagonal))
+    eye = torch.eye(rows, dtype=torch.float64, device=device)
+    factor, info = torch.linalg.cholesky_ex(covariances + jitter[..., None, None] * eye)
+    del covariances
+    # a prior whose factorisation failed is dropped below; solve it with the identity meanwhile
+    factor = torch.where((info == 0)[..., None, None], factor, eye)
+    target = odd[:, None, None, :, None].expand(-1, *factor.shape[1:3], -1, -1)
+    solved = torch.cholesky_solve(
+        torch.cat([signs.expand(*factor.shape[:3], -1, -1), target], dim=-1), factor
+    )
+    inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
+    normal = signs.T @ inverse_signs  # (E, W, G, d, d)
+    linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)  # (E, W, G, d, 1)
+    if bool((singular != 0).any()):
+        # the drawn pairs do not separate some features (equal columns): a vanishing
+        # ridge splits their share evenly, the minimum-norm fit
+        ridge = RIDGE * normal.diagonal(dim1=-2, dim2=-1).mean(dim=-1)[..., None, None]
+        identity = torch.eye(d, dtype=torch.float64, device=device)
+        normal = torch.where((singular != 0)[..., None, None], normal + ridge * identity, normal)
+        linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)
+    inverse_residual = (inverse_odd - inverse_signs @ linear)[..., 0]  # K^-1 (u - X beta)
+    quadratic = (target[..., 0] * inverse_residual).sum(dim=-1).clamp_min(1e-300)
+    likelihood = (
+        -0.5 * (rows - d) * torch.log(quadratic)
+        - torch.log(factor.diagonal(dim1=-2, dim2=-1)).sum(dim=-1)
+        - 0.5 * torch.linalg.slogdet(normal)[1]
+    )
+    ok = (info == 0) & (singular == 0) & torch.isfinite(likelihood)
+    likelihood = torch.where(ok, likelihood, torch.full_like(likelihood, -float("inf")))
+    pick = likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+    power_pick, decay_pick = pick // len(ORDER_DECAYS), pick % len(ORDER_DECAYS)
+    chosen = torch.arange(examples, device=device)
+    if not bool(ok[chosen, power_pick, decay_pick].all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
-    return best
+    # Cov(phi_i, u(S)) per order: r_i x_i e_(k-1)(r_j x_j, j != i)
+    picked = weighted[chosen, power_pick]  # (E, rows, d)
+    full_sums = elementary_symmetric(picked, top - 1)  # (E, rows, top)
+    cross = picked[..., None] * leave_one_out_symmetric(picked, full_sums)  # (E, rows, d, top)
+    shapley_weights = grid[decay_pick, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
+    residual = inverse_residual[chosen, power_pick, decay_pick]  # (E, rows)
+    higher = torch.einsum("epik,ek,ep->ei", cross, shapley_weights, residual)
+    return 2 * linear[chosen, power_pick, decay_pick, :, 0] + higher
 
 
 def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
@@ -202,13 +242,3 @@ def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
     for k in range(1, top + 1, 2):
         weights[k] = 2.0 / k
     return weights
-
-
-def _cross_terms(weighted: Tensor, top: int) -> Tensor:
-    """``(rows, d, top + 1)``: ``r_i x_i e_{k-1}(r_j x_j, j != i)`` at index ``k``."""
-    rows, d = weighted.shape
-    out = torch.zeros(rows, d, top + 1, dtype=weighted.dtype, device=weighted.device)
-    for i in range(d):
-        others = torch.cat([weighted[:, :i], weighted[:, i + 1 :]], dim=1)
-        out[:, i, 1:] = weighted[:, i : i + 1] * elementary_symmetric(others, top - 1)
-    return out
