@@ -44,16 +44,25 @@ class PairedKernelShapOptions(Options):
             ``budget - 2`` distinct sampled coalitions (rounded down to
             pairs), so the budget is spent: ``"kernel"`` keeps drawing i.i.d.
             pairs until that many are distinct and weights each by how often
-            it came up; the stratified designs draw without replacement; the
-            permutations of ``"auto"`` add orderings while their distinct
-            prefixes fit.
+            it came up; the stratified designs (``"walsh_gp"``, ``"cubic"``)
+            draw without replacement; the permutations of ``"auto"`` add
+            orderings while their distinct prefixes fit.
         generator: ``torch.Generator`` for the draws (reproducible).
         estimator: ``"auto"`` (default): by the evaluations per example
             (``budget``, or ``n_samples + 2``): every coalition and exact
-            Shapley when they cover the ``2^d`` coalitions; antithetic
+            Shapley when they cover the ``2^d`` coalitions; ``"walsh_gp"``
+            from ``d`` pairs up to ``20 d`` evaluations (for ``d <= 32``,
+            see :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_BELOW`);
+            the ``"cubic"`` fit above; for more than 32 features, antithetic
             permutations (:class:`ShapleySampling`'s estimator) below
-            ``6 d``, where the fits have too few pairs per parameter; the
-            ``"cubic"`` fit otherwise (see :data:`AUTO_PERMUTATIONS_BELOW`).
+            ``6 d`` (see :data:`AUTO_PERMUTATIONS_BELOW`) and ``"cubic"``
+            from there. ``"walsh_gp"``: the stratified pairs and
+            Gaussian-process regression of their odd part in the Walsh
+            basis, the linear parities fitted and every parity of order
+            three to seven under a prior shrinking with the order and
+            favouring the relevant features, its shape chosen per example
+            by likelihood (see ``plans/walsh_gp.py``); exact on games of
+            order two, at least ``d`` pairs.
             ``"kernel"``: i.i.d. pairs from the Shapley kernel and the linear
             fit (Captum's estimator, with pairing); ``"stratified"``: the same fit on
             pairs stratified by size, the sizes with few coalitions
@@ -91,20 +100,25 @@ KERNEL_ESTIMATORS: tuple[str, ...] = (
     "regression_mc",
     "walsh_gp",
 )
+#: Beyond :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features,
 #: ``estimator="auto"`` samples antithetic permutations below this many
 #: evaluations per feature and fits the cubic surrogate from it on. Measured
 #: on random MLPs the benchmark does not use (d = 10 and 16, ReLU and GELU, 6
 #: models x 6 explicands x 3 seeds): the cubic fit's error over antithetic
 #: permutations' is 0.80-1.03 at 4 d, 0.69-0.85 at 6 d, 0.64-0.76 at 8 d and
-#: 0.42-0.65 at 16 d; on the benchmark's held-out models permutations win at
-#: 4 d (benchmarks/README.md).
+#: 0.42-0.65 at 16 d. Up to 32 features ``"walsh_gp"`` beats both there.
 AUTO_PERMUTATIONS_BELOW = 6
 
 
 class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
     r"""KernelSHAP with paired sampling and the endpoints enforced.
 
-    Coalitions are drawn from the Shapley kernel (size :math:`s` with
+    The default ``estimator="auto"`` picks the most accurate estimator
+    measured for the budget: exact Shapley when it covers the ``2^d``
+    coalitions, the Walsh-basis Gaussian process (``"walsh_gp"``) at low
+    budgets, the cubic fit (``"cubic"``) above (see the options).
+
+    With ``estimator="kernel"``, coalitions are drawn from the Shapley kernel (size :math:`s` with
     probability :math:`\propto 1/(s(d-s))`, then a uniform subset), each with
     its complement (Covert & Lee, 2021), and the attributions solve the
     efficiency-constrained least squares in closed form, so
