@@ -181,15 +181,22 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
     relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
     relevance = relevance / relevance.mean(dim=-1, keepdim=True)
     weighted = relevance[:, :, None, :] * signs  # (E, W, rows, d): r_j x_j
-    # e_k(r_j x_j x'_j) for every pair of rows, built feature by feature
-    by_order = weighted.new_zeros(top + 1, examples, len(RELEVANCE_POWERS), rows, rows)
+    # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
+    # symmetric), built feature by feature
+    first, second = torch.triu_indices(rows, rows, device=device)
+    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
+    by_order = weighted.new_zeros(top + 1, examples, len(RELEVANCE_POWERS), first.shape[0])
     by_order[0] = 1.0
     for j in range(d):
-        w = weighted[..., j, None] * signs[None, None, None, :, j]
+        w = relevance[..., j, None] * agree[:, j]  # (E, W, pairs of rows)
         by_order[1:] = by_order[1:] + w * by_order[:-1]
     grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(device)
-    covariances = torch.einsum("gk,kewpq->ewgpq", grid, by_order)  # (E, W, G, rows, rows)
+    packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
     del by_order
+    covariances = packed.new_zeros(*packed.shape[:3], rows, rows)  # (E, W, G, rows, rows)
+    covariances[..., first, second] = packed
+    covariances[..., second, first] = packed
+    del packed
     diagonal = covariances.diagonal(dim1=-2, dim2=-1).mean(dim=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
     jitter = torch.where(diagonal > 0, JITTER * diagonal, torch.ones_like(diagonal))
