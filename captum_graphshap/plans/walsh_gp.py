@@ -189,7 +189,8 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
     by_order[0] = 1.0
     for j in range(d):
         w = relevance[..., j, None] * agree[:, j]  # (E, W, pairs of rows)
-        by_order[1:] = by_order[1:] + w * by_order[:-1]
+        for k in range(top, 0, -1):  # descending: e_(k-1) is still the old one
+            by_order[k].addcmul_(w, by_order[k - 1])
     grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(device)
     packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
     del by_order
