@@ -63,7 +63,8 @@ def brute(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.tensor(brute_shapley(v, d), dtype=torch.float64)
 
 
-@pytest.mark.parametrize("d, budget", [(6, 20), (9, 30), (12, 60)])
+# (8, 100): 49 pairs, enough for the interaction-weighted relevance
+@pytest.mark.parametrize("d, budget", [(6, 20), (9, 30), (12, 60), (8, 100)])
 def test_exact_on_games_of_order_two(d: int, budget: int) -> None:
     game = PairwiseGame(d, seed=d)
     one = torch.ones(1, d, dtype=torch.float64)

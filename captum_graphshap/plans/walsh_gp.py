@@ -11,7 +11,8 @@ never shrunk) and put an independent Gaussian prior on the others,
 ``c_T ~ N(0, s^2 sigma_{|T|} prod_{j in T} r_j)``: ``sigma_k`` falls with the
 order ``k`` (1 at order three, ``decay`` per two orders beyond) and ``r_j`` is
 feature ``j``'s relevance (automatic relevance determination, from the paired
-linear fit's ``|phi_j|``). Then the higher-order odd part is a Gaussian
+linear fit's ``|phi_j|`` and, from ``6 d`` pairs, the even part's pairwise
+interactions). Then the higher-order odd part is a Gaussian
 process whose covariance is a sum of elementary symmetric polynomials of
 ``r_j x_j x'_j``, ``phi`` is jointly Gaussian with it, and the estimate is
 the posterior mean (universal kriging): twice the linear coefficients plus
@@ -39,6 +40,7 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from .regression_adjusted import MAX_PAIRWISE_FIT_FEATURES, even_pairwise
 from .sampling import kernel_shapley, stratified_paired_coalitions
 
 #: The ratio of prior variances from order ``k`` to ``k + 2`` for ``k >= 3``.
@@ -46,6 +48,14 @@ ORDER_DECAYS = (0.01, 0.1, 1.0)
 #: Relevance ``r_j = (|phi_j| / mean |phi| + floor) ** power``, power from these.
 RELEVANCE_POWERS = (1.0, 2.0)
 RELEVANCE_FLOOR = 0.05
+#: From this many pairs per feature the relevance before its power is the
+#: geometric mean of ``|phi_j|`` (the linear fit) and feature ``j``'s summed
+#: absolute pairwise coefficients of the even part (the fit that ranks the
+#: cubic estimator's triples, trusted from the same number of pairs). On the
+#: development models it cut the error at 256 evaluations by 5-36% (geometric
+#: mean 18%, never worse); with fewer pairs (8 d evaluations: 3.5% better, 4 d:
+#: 1% worse) the linear fit alone.
+INTERACTION_PAIRS_PER_FEATURE = 6
 #: Parities above this order are left out of the prior: each order costs a
 #: pass over the ``(pairs, pairs)`` covariance, and from order three on the
 #: likelihood mostly chose decays of 0.01-0.1 per two orders.
@@ -143,9 +153,12 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
         full,
         torch.cat([weights, weights]),
     ).to(torch.float64)
-    scale = linear.abs()
-    mean = scale.mean(dim=1, keepdim=True)
-    scale = torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
+    scale = _unit_mean(linear.abs())
+    if pairs >= INTERACTION_PAIRS_PER_FEATURE * d and d <= MAX_PAIRWISE_FIT_FEATURES:
+        # a feature that interacts strongly carries the odd parities of order three up
+        # even where its own Shapley value is small: blend in the even part's pairwise fit
+        strength = _unit_mean(even_pairwise(sampled, weights, (inside + outside) / 2).abs().sum(2))
+        scale = _unit_mean((scale * strength).sqrt())
     # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
     rows = pairs + 1
     per_example = len(RELEVANCE_POWERS) * (len(ORDER_DECAYS) + MAX_ORDER + 1) * rows * rows
@@ -159,6 +172,12 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
     # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
     phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
     return phi.to(values.dtype)
+
+
+def _unit_mean(scale: Tensor) -> Tensor:
+    """Each row over its mean; a row of zeros (no signal) becomes ones."""
+    mean = scale.mean(dim=1, keepdim=True)
+    return torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
 
 
 def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
