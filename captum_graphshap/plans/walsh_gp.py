@@ -27,7 +27,9 @@ Measured (relative L1 error over shapiq's ``kADDSHAP``'s, 6 explicands x 2
 seeds, on nine development models built by ``benchmarks/estimators.py``'s
 builders (its legacy six and three more seeds), not the benchmark's four
 held-out models): 0.36-0.96 at ``4 d`` (antithetic permutations, the
-previous choice there: 0.7-1.1), 0.14-0.52 at ``8 d``, 0.14-0.75 at 256.
+previous choice there: 0.7-1.1), 0.14-0.52 at ``8 d``, 0.14-0.75 at 256
+(before :data:`INTERACTION_PAIRS_PER_FEATURE`'s relevance, which took 5-36% off
+at 256).
 Against the cubic fit at 16 d it won on six of nine (0.19-0.88) and lost on
 three by 1-6%; at 24 d and beyond it lost on five of nine (up to 2.5x on the
 digits SiLU CNN), so ``estimator="auto"`` uses it below
