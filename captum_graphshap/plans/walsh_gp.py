@@ -194,25 +194,50 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
     (relevance power x decay) is chosen per example by the restricted
     likelihood.
     """
-    rows, d = signs.shape
+    d = signs.shape[1]
     examples = odd.shape[0]
     top = min(MAX_ORDER, d)
-    device = signs.device
-    powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=device)
+    powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=signs.device)
     relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
     relevance = relevance / relevance.mean(dim=-1, keepdim=True)
-    weighted = relevance[:, :, None, :] * signs  # (E, W, rows, d): r_j x_j
+    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(signs.device)
+    factor, info = _factored_covariances(signs, relevance, grid, top)
+    linear, inverse_residual, likelihood = _kriging(signs, odd, factor, info)
+    pick = likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+    power_pick, decay_pick = pick // len(ORDER_DECAYS), pick % len(ORDER_DECAYS)
+    chosen = torch.arange(examples, device=signs.device)
+    if not bool(torch.isfinite(likelihood[chosen, power_pick, decay_pick]).all()):
+        raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
+    # Cov(phi_i, u(S)) per order: r_i x_i e_(k-1)(r_j x_j, j != i)
+    picked = relevance[chosen, power_pick][:, None, :] * signs  # (E, rows, d): r_j x_j
+    full_sums = elementary_symmetric(picked, top - 1)  # (E, rows, top)
+    cross = picked[..., None] * leave_one_out_symmetric(picked, full_sums)  # (E, rows, d, top)
+    shapley_weights = grid[decay_pick, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
+    residual = inverse_residual[chosen, power_pick, decay_pick]  # (E, rows)
+    higher = torch.einsum("epik,ek,ep->ei", cross, shapley_weights, residual)
+    return 2 * linear[chosen, power_pick, decay_pick, :, 0] + higher
+
+
+def _factored_covariances(
+    signs: Tensor, relevance: Tensor, grid: Tensor, top: int
+) -> tuple[Tensor, Tensor]:
+    """Cholesky factors ``(E, W, G, rows, rows)`` of every prior's covariance, and their info.
+
+    The covariance of two coalitions is ``sum_k sigma_k e_k(r_j x_j x'_j)``;
+    a factorisation that failed (``info != 0``) is replaced by the identity.
+    """
+    rows = signs.shape[0]
+    device = signs.device
     # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
     # symmetric), built feature by feature
     first, second = torch.triu_indices(rows, rows, device=device)
     agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
-    by_order = weighted.new_zeros(top + 1, examples, len(RELEVANCE_POWERS), first.shape[0])
+    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
     by_order[0] = 1.0
-    for j in range(d):
+    for j in range(signs.shape[1]):
         w = relevance[..., j, None] * agree[:, j]  # (E, W, pairs of rows)
         for k in range(top, 0, -1):  # descending: e_(k-1) is still the old one
             by_order[k].addcmul_(w, by_order[k - 1])
-    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(device)
     packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
     del by_order
     covariances = packed.new_zeros(*packed.shape[:3], rows, rows)  # (E, W, G, rows, rows)
@@ -224,21 +249,32 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
     jitter = torch.where(diagonal > 0, JITTER * diagonal, torch.ones_like(diagonal))
     eye = torch.eye(rows, dtype=torch.float64, device=device)
     factor, info = torch.linalg.cholesky_ex(covariances + jitter[..., None, None] * eye)
-    del covariances
-    # a prior whose factorisation failed is dropped below; solve it with the identity meanwhile
-    factor = torch.where((info == 0)[..., None, None], factor, eye)
+    # a prior whose factorisation failed is dropped by the caller; the identity meanwhile
+    return torch.where((info == 0)[..., None, None], factor, eye), info
+
+
+def _kriging(
+    signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Universal kriging under every prior: ``(beta, K^-1 (u - X beta), restricted likelihood)``.
+
+    ``beta`` ``(E, W, G, d, 1)`` is the generalised least-squares fit of the
+    linear parities; the likelihood ``(E, W, G)`` has the scale profiled out
+    and is ``-inf`` where the prior failed.
+    """
+    rows, d = signs.shape
     target = odd[:, None, None, :, None].expand(-1, *factor.shape[1:3], -1, -1)
     solved = torch.cholesky_solve(
         torch.cat([signs.expand(*factor.shape[:3], -1, -1), target], dim=-1), factor
     )
     inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
     normal = signs.T @ inverse_signs  # (E, W, G, d, d)
-    linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)  # (E, W, G, d, 1)
+    linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)
     if bool((singular != 0).any()):
         # the drawn pairs do not separate some features (equal columns): a vanishing
         # ridge splits their share evenly, the minimum-norm fit
         ridge = RIDGE * normal.diagonal(dim1=-2, dim2=-1).mean(dim=-1)[..., None, None]
-        identity = torch.eye(d, dtype=torch.float64, device=device)
+        identity = torch.eye(d, dtype=torch.float64, device=signs.device)
         normal = torch.where((singular != 0)[..., None, None], normal + ridge * identity, normal)
         linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)
     inverse_residual = (inverse_odd - inverse_signs @ linear)[..., 0]  # K^-1 (u - X beta)
@@ -249,20 +285,7 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
         - 0.5 * torch.linalg.slogdet(normal)[1]
     )
     ok = (info == 0) & (singular == 0) & torch.isfinite(likelihood)
-    likelihood = torch.where(ok, likelihood, torch.full_like(likelihood, -float("inf")))
-    pick = likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
-    power_pick, decay_pick = pick // len(ORDER_DECAYS), pick % len(ORDER_DECAYS)
-    chosen = torch.arange(examples, device=device)
-    if not bool(ok[chosen, power_pick, decay_pick].all()):
-        raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
-    # Cov(phi_i, u(S)) per order: r_i x_i e_(k-1)(r_j x_j, j != i)
-    picked = weighted[chosen, power_pick]  # (E, rows, d)
-    full_sums = elementary_symmetric(picked, top - 1)  # (E, rows, top)
-    cross = picked[..., None] * leave_one_out_symmetric(picked, full_sums)  # (E, rows, d, top)
-    shapley_weights = grid[decay_pick, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
-    residual = inverse_residual[chosen, power_pick, decay_pick]  # (E, rows)
-    higher = torch.einsum("epik,ek,ep->ei", cross, shapley_weights, residual)
-    return 2 * linear[chosen, power_pick, decay_pick, :, 0] + higher
+    return linear, inverse_residual, torch.where(ok, likelihood, -torch.inf)
 
 
 def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
