@@ -222,7 +222,8 @@ def auto_plan(
     :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features, the
     Walsh-basis Gaussian-process fit below
     :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_BELOW` ``d``
-    evaluations; beyond that many features, antithetic permutations below
+    evaluations (from ``d`` pairs); otherwise (more features, or fewer
+    pairs than features) antithetic permutations below
     :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
     orderings); otherwise no plan here and ``"cubic"``.
     """
