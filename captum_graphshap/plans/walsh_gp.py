@@ -78,13 +78,22 @@ RIDGE = 1e-9
 CHUNK_FLOATS = 32 * 1024 * 1024
 
 
+def add_feature(sums: Tensor, weight: Tensor) -> None:
+    """One feature into elementary symmetric sums ``(K + 1, ...)``, in place.
+
+    ``e_k <- e_k + w e_(k-1)`` for every ``k``, descending so that each
+    ``e_(k-1)`` read is still the old one.
+    """
+    for k in range(sums.shape[0] - 1, 0, -1):
+        sums[k].addcmul_(weight, sums[k - 1])
+
+
 def elementary_symmetric(weights: Tensor, max_order: int) -> Tensor:
     """``(..., max_order + 1)``: ``e_0 .. e_max_order`` of the last axis of ``weights``."""
     sums = weights.new_zeros(max_order + 1, *weights.shape[:-1])
     sums[0] = 1.0
     for j in range(weights.shape[-1]):
-        # the right side reads the old sums: e_k <- e_k + w_j e_(k-1), every k at once
-        sums[1:] = sums[1:] + weights[..., j] * sums[:-1]
+        add_feature(sums, weights[..., j])
     return sums.movedim(0, -1)
 
 
@@ -234,10 +243,8 @@ def _factored_covariances(
     agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
     by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
     by_order[0] = 1.0
-    for j in range(signs.shape[1]):
-        w = relevance[..., j, None] * agree[:, j]  # (E, W, pairs of rows)
-        for k in range(top, 0, -1):  # descending: e_(k-1) is still the old one
-            by_order[k].addcmul_(w, by_order[k - 1])
+    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
+        add_feature(by_order, relevance[..., j, None] * agree[:, j])
     packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
     del by_order
     covariances = packed.new_zeros(*packed.shape[:3], rows, rows)  # (E, W, G, rows, rows)
