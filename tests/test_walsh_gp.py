@@ -22,7 +22,7 @@ from captum_graphshap.plans.walsh_gp import (
     leave_one_out_symmetric,
     walsh_gp_plan,
 )
-from tests.reference import brute_shapley
+from tests.reference import brute_shapley, model_game
 
 
 class PairwiseGame(nn.Module):
@@ -40,11 +40,6 @@ class PairwiseGame(nn.Module):
         z = z.double()
         return 0.3 + z @ self.w + ((z @ self.a) * z).sum(-1)
 
-    def value(self, s: frozenset[int]) -> float:
-        z = torch.zeros(1, len(self.w), dtype=torch.float64)
-        z[0, list(s)] = 1.0
-        return float(self(z)[0])
-
 
 def mlp(d: int, seed: int) -> nn.Module:
     torch.manual_seed(seed)
@@ -52,14 +47,9 @@ def mlp(d: int, seed: int) -> nn.Module:
 
 
 def brute(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Exact Shapley values of ``x`` (one row) against a zero baseline, every coalition."""
     d = x.shape[1]
-
-    def v(s: frozenset[int]) -> float:
-        z = torch.zeros(1, d, dtype=x.dtype)
-        z[0, list(s)] = x[0, list(s)]
-        with torch.no_grad():
-            return float(model(z).reshape(-1)[0])
-
+    v = model_game(model, x[0], torch.zeros_like(x[0]), torch.arange(d))
     return torch.tensor(brute_shapley(v, d), dtype=torch.float64)
 
 
@@ -75,7 +65,7 @@ def test_exact_on_games_of_order_two(d: int, budget: int) -> None:
         estimator="walsh_gp",
         generator=torch.Generator().manual_seed(0),
     )
-    exact = torch.tensor(brute_shapley(game.value, d), dtype=torch.float64)
+    exact = brute(game, one)
     torch.testing.assert_close(phi[0], exact, rtol=0, atol=1e-8)
 
 
