@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 from _timing import add_device_argument, use_device
@@ -84,42 +85,21 @@ def coverage_table(
     exact = exact[:, :d].double()  # elements 0..9 carry the 10 features' values
     scale = exact.abs().mean().item()
     rows = []
+
+    def sampling(budget: int, **options: object) -> Callable:
+        """ShapleySampling with antithetic orderings (an even count, at least 4) in ``budget``."""
+        orderings = max(4, budget // d - (budget // d) % 2)
+        return lambda g: ShapleySampling(model).attribute(
+            x, baseline, 1, None, mask, orderings, generator=g, return_uncertainty=True, **options
+        )
+
     for budget in budgets:
         contenders = {
             # antithetic pairs (the default) and the plain t interval over the pairs
-            "ShapleySampling t": lambda g, b=budget: ShapleySampling(model).attribute(
-                x,
-                baseline,
-                1,
-                None,
-                mask,
-                max(4, b // d - (b // d) % 2),
-                generator=g,
-                return_uncertainty=True,
-                interval="t",
-            ),
+            "ShapleySampling t": sampling(budget, interval="t"),
             # the default interval: the moderated t (benchmarks/sampling_coverage.py)
-            "ShapleySampling moderated": lambda g, b=budget: ShapleySampling(model).attribute(
-                x,
-                baseline,
-                1,
-                None,
-                mask,
-                max(4, b // d - (b // d) % 2),
-                generator=g,
-                return_uncertainty=True,
-            ),
-            "ShapleySampling bootstrap": lambda g, b=budget: ShapleySampling(model).attribute(
-                x,
-                baseline,
-                1,
-                None,
-                mask,
-                max(4, b // d - (b // d) % 2),
-                generator=g,
-                return_uncertainty=True,
-                interval="bootstrap",
-            ),
+            "ShapleySampling moderated": sampling(budget),
+            "ShapleySampling bootstrap": sampling(budget, interval="bootstrap"),
             # n_samples coalitions besides the two endpoints.
             "BayesShap": lambda g, b=budget: BayesShap(model).attribute(
                 x, baseline, 1, None, mask, b - 2, generator=g, return_uncertainty=True
