@@ -129,9 +129,11 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     captured = {}
     original = walsh_gp.posterior_means
 
-    def spy(signs_: torch.Tensor, odd_: torch.Tensor, scale_: torch.Tensor) -> torch.Tensor:
+    def spy(
+        signs_: torch.Tensor, odd_: torch.Tensor, scale_: torch.Tensor, variance: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         captured["scale"] = scale_[0]
-        return original(signs_, odd_, scale_)
+        return original(signs_, odd_, scale_, variance)
 
     monkeypatch.setattr(walsh_gp, "posterior_means", spy)
     plan.estimator(values)
@@ -157,6 +159,65 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     want = 2 * beta + members @ torch.diag(prior) @ basis.T @ inv @ residual
     want = want + ((values[0, 1] - values[0, 0]) - want.sum()) / d
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)
+
+
+def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variances equal conditioning the joint Gaussian of (phi, u), written with parities.
+
+    The linear parities' flat prior is approximated by a variance of ``1e6``
+    (universal kriging is its limit) and ``s^2`` is the restricted estimate
+    ``(u - X beta)' K^-1 (u - X beta) / (rows - d)``.
+    """
+    monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
+    monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (2.0,))
+    d, pairs = 6, 14
+    model = mlp(d, 8)
+    x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    plan = walsh_gp_plan(d, pairs, torch.Generator().manual_seed(1), torch.device("cpu"))
+    rows = plan.coalitions.dense()
+    with torch.no_grad():
+        values = model(rows.double() * x).reshape(1, -1)
+    sampled = rows[2 : 2 + pairs]
+    weights = walsh_gp.stratified_paired_coalitions(
+        d, pairs, torch.Generator().manual_seed(1), torch.device("cpu")
+    )[1]
+    posterior = walsh_gp.walsh_gp_posterior(sampled, weights, values)
+    assert posterior.dof == pairs + 1 - d
+
+    inside, outside = values[0, 2 : 2 + pairs], values[0, 2 + pairs :]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    odd = torch.cat([(inside - outside) / 2, ((values[0, 1] - values[0, 0]) / 2)[None]])
+    scale = walsh_gp._relevance_scale(
+        sampled, weights, inside[None], outside[None], values[:, 0], values[:, 1]
+    )[0]
+    relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** 2
+    relevance = relevance / relevance.mean()
+    parities = [t for k in (1, 3, 5) for t in itertools.combinations(range(d), k)]
+    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
+    prior = torch.tensor(
+        [1e6 if len(t) == 1 else 0.1 ** ((len(t) - 3) // 2) * float(relevance[list(t)].prod())
+         for t in parities],
+        dtype=torch.float64,
+    )  # fmt: skip
+    higher = prior < 1e6
+    kernel = basis[:, higher] @ torch.diag(prior[higher]) @ basis[:, higher].T
+    jitter = walsh_gp.JITTER * kernel.diagonal().mean()
+    observed = basis @ torch.diag(prior) @ basis.T + jitter * torch.eye(len(basis))
+    members = torch.tensor(
+        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
+    )
+    prior_phi = members @ torch.diag(prior) @ members.T
+    cross = members @ torch.diag(prior) @ basis.T
+    conditioned = prior_phi - cross @ torch.linalg.solve(observed, cross.T)
+    # s^2 from the kriging residual (the flat prior's limit of the same fit)
+    inverse = torch.linalg.inv(kernel + jitter * torch.eye(len(basis)))
+    beta = torch.linalg.solve(signs.T @ inverse @ signs, signs.T @ inverse @ odd)
+    residual = odd - signs @ beta
+    scale_estimate = residual @ inverse @ residual / (len(basis) - d)
+    want = scale_estimate * conditioned.diagonal()
+    torch.testing.assert_close(posterior.variance[0], want, rtol=1e-4, atol=1e-12)
+    # and the mean is the estimator's
+    torch.testing.assert_close(posterior.mean, plan.estimator(values), rtol=0, atol=0)
 
 
 def test_efficient_finite_and_each_example_its_own() -> None:

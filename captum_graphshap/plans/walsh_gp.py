@@ -38,6 +38,9 @@ digits SiLU CNN), so ``estimator="auto"`` uses it below
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -147,8 +150,33 @@ def walsh_gp_plan(
     return Plan(DenseCoalitions(rows), estimate, distinct=True)
 
 
+@dataclass(frozen=True)
+class WalshGPPosterior:
+    """The posterior of the Shapley values under the Walsh-basis Gaussian process.
+
+    Attributes:
+        mean: ``(N, d)`` the posterior means (the estimate).
+        variance: ``(N, d)`` the posterior variances, the process's scale
+            estimated by restricted likelihood (None when not asked for).
+        dof: degrees of freedom of the Student t each ``phi_i`` follows once
+            that scale is integrated out: observed pairs plus one (the full
+            coalition) less ``d`` (the fitted linear parities).
+    """
+
+    mean: Tensor
+    variance: Tensor | None
+    dof: int
+
+
 def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor:
     """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows."""
+    return walsh_gp_posterior(sampled, weights, values, variance=False).mean
+
+
+def walsh_gp_posterior(
+    sampled: Tensor, weights: Tensor, values: Tensor, *, variance: bool = True
+) -> WalshGPPosterior:
+    """The posterior of ``phi`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows."""
     pairs, d = sampled.shape
     values = values.to(torch.float64)
     empty, full = values[:, 0], values[:, 1]
@@ -157,6 +185,27 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
     odd = torch.cat([(inside - outside) / 2, ((full - empty) / 2)[:, None]], dim=1)
     full_row = torch.ones(1, d, dtype=torch.bool, device=sampled.device)
     signs = torch.cat([sampled, full_row]).to(torch.float64) * 2 - 1  # (P + 1, d)
+    scale = _relevance_scale(sampled, weights, inside, outside, empty, full)
+    # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
+    rows = pairs + 1
+    per_example = len(RELEVANCE_POWERS) * (len(ORDER_DECAYS) + MAX_ORDER + 1) * rows * rows
+    chunk = max(1, CHUNK_FLOATS // per_example)
+    parts = [
+        posterior_means(signs, odd[start : start + chunk], scale[start : start + chunk], variance)
+        for start in range(0, len(values), chunk)
+    ]
+    phi = torch.cat([mean for mean, _ in parts])
+    # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
+    phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
+    spread = torch.cat([part for _, part in parts]).to(values.dtype) if variance else None
+    return WalshGPPosterior(phi.to(values.dtype), spread, rows - d)
+
+
+def _relevance_scale(
+    sampled: Tensor, weights: Tensor, inside: Tensor, outside: Tensor, empty: Tensor, full: Tensor
+) -> Tensor:
+    """``(N, d)`` each feature's relevance before its power, mean one per example."""
+    pairs, d = sampled.shape
     linear = kernel_shapley(
         torch.cat([sampled, ~sampled]),
         torch.cat([inside, outside], 1),
@@ -170,19 +219,7 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
         # even where its own Shapley value is small: blend in the even part's pairwise fit
         strength = _unit_mean(even_pairwise(sampled, weights, (inside + outside) / 2).abs().sum(2))
         scale = _unit_mean((scale * strength).sqrt())
-    # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
-    rows = pairs + 1
-    per_example = len(RELEVANCE_POWERS) * (len(ORDER_DECAYS) + MAX_ORDER + 1) * rows * rows
-    chunk = max(1, CHUNK_FLOATS // per_example)
-    phi = torch.cat(
-        [
-            posterior_means(signs, odd[start : start + chunk], scale[start : start + chunk])
-            for start in range(0, len(values), chunk)
-        ]
-    )
-    # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
-    phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
-    return phi.to(values.dtype)
+    return scale
 
 
 def _unit_mean(scale: Tensor) -> Tensor:
@@ -191,8 +228,10 @@ def _unit_mean(scale: Tensor) -> Tensor:
     return torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
 
 
-def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
-    """Posterior means of ``phi`` ``(E, d)``, each example's prior chosen by likelihood.
+def posterior_means(
+    signs: Tensor, odd: Tensor, scale: Tensor, variance: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """Posterior means of ``phi`` ``(E, d)`` and (``variance``) their variances.
 
     ``signs`` ``(rows, d)`` the observed coalitions in +-1, ``odd`` ``(E, rows)``
     their odd parts, ``scale`` ``(E, d)`` the relevance before its power. The
@@ -211,20 +250,59 @@ def posterior_means(signs: Tensor, odd: Tensor, scale: Tensor) -> Tensor:
     relevance = relevance / relevance.mean(dim=-1, keepdim=True)
     grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(signs.device)
     factor, info = _factored_covariances(signs, relevance, grid, top)
-    linear, inverse_residual, likelihood = _kriging(signs, odd, factor, info)
-    pick = likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+    fit = _kriging(signs, odd, factor, info)
+    pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
     power_pick, decay_pick = pick // len(ORDER_DECAYS), pick % len(ORDER_DECAYS)
-    chosen = torch.arange(examples, device=signs.device)
-    if not bool(torch.isfinite(likelihood[chosen, power_pick, decay_pick]).all()):
+    chosen = (torch.arange(examples, device=signs.device), power_pick, decay_pick)
+    if not bool(torch.isfinite(fit.likelihood[chosen]).all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
-    # Cov(phi_i, u(S)) per order: r_i x_i e_(k-1)(r_j x_j, j != i)
-    picked = relevance[chosen, power_pick][:, None, :] * signs  # (E, rows, d): r_j x_j
-    full_sums = elementary_symmetric(picked, top - 1)  # (E, rows, top)
-    cross = picked[..., None] * leave_one_out_symmetric(picked, full_sums)  # (E, rows, d, top)
+    # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
+    picked = relevance[chosen[:2]]  # (E, d)
+    signed = picked[:, None, :] * signs  # (E, rows, d): r_j x_j
+    cross = signed[..., None] * leave_one_out_symmetric(
+        signed, elementary_symmetric(signed, top - 1)
+    )
     shapley_weights = grid[decay_pick, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
-    residual = inverse_residual[chosen, power_pick, decay_pick]  # (E, rows)
-    higher = torch.einsum("epik,ek,ep->ei", cross, shapley_weights, residual)
-    return 2 * linear[chosen, power_pick, decay_pick, :, 0] + higher
+    covariance = torch.einsum("epik,ek->epi", cross, shapley_weights)  # (E, rows, d)
+    mean = 2 * fit.linear[chosen][..., 0] + torch.einsum(
+        "epi,ep->ei", covariance, fit.inverse_residual[chosen]
+    )
+    if not variance:
+        return mean, None
+    order_weights = shapley_weights * _shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
+    spread = _posterior_variances(
+        signs, picked, order_weights, covariance, factor[chosen], fit.normal[chosen]
+    )
+    scale_estimate = fit.quadratic[chosen] / max(1, signs.shape[0] - d)  # restricted s^2
+    return mean, scale_estimate[:, None] * spread
+
+
+def _posterior_variances(
+    signs: Tensor,
+    relevance: Tensor,
+    order_weights: Tensor,
+    covariance: Tensor,
+    factor: Tensor,
+    normal: Tensor,
+) -> Tensor:
+    """``Var(phi_i | u) / s^2`` ``(E, d)`` under universal kriging.
+
+    ``v_i - c_i' K^-1 c_i + g_i' (X' K^-1 X)^-1 g_i`` with ``v_i`` the prior
+    variance of ``phi_i``'s part of order three and up, ``c_i`` its
+    covariance with the observations (``covariance``, ``(E, rows, d)``) and
+    ``g_i = 2 e_i - X' K^-1 c_i`` what the linear parities' estimate adds.
+    """
+    d = signs.shape[1]
+    top = order_weights.shape[1]
+    # v_i = sum_k sigma_k (2 / k)^2 r_i e_(k-1)(r_j, j != i)
+    without = leave_one_out_symmetric(relevance, elementary_symmetric(relevance, top - 1))
+    prior = relevance * torch.einsum("eik,ek->ei", without, order_weights)
+    solved = torch.cholesky_solve(covariance, factor)  # K^-1 c_i
+    explained = (covariance * solved).sum(dim=1)
+    eye = torch.eye(d, dtype=torch.float64, device=signs.device)
+    lift = 2 * eye - signs.T @ solved  # (E, d, d): column i is g_i
+    added = (lift * torch.linalg.solve(normal, lift)).sum(dim=1)
+    return (prior - explained + added).clamp_min(0.0)
 
 
 def _factored_covariances(
@@ -260,15 +338,18 @@ def _factored_covariances(
     return torch.where((info == 0)[..., None, None], factor, eye), info
 
 
-def _kriging(
-    signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Universal kriging under every prior: ``(beta, K^-1 (u - X beta), restricted likelihood)``.
+class _Kriging(NamedTuple):
+    """Universal kriging under every prior ``(E, W, G, ...)``."""
 
-    ``beta`` ``(E, W, G, d, 1)`` is the generalised least-squares fit of the
-    linear parities; the likelihood ``(E, W, G)`` has the scale profiled out
-    and is ``-inf`` where the prior failed.
-    """
+    linear: Tensor  # (..., d, 1) the generalised least-squares fit of the linear parities
+    inverse_residual: Tensor  # (..., rows) K^-1 (u - X beta)
+    likelihood: Tensor  # (...) restricted, the scale profiled out; -inf where the prior failed
+    normal: Tensor  # (..., d, d) X' K^-1 X (ridged where singular)
+    quadratic: Tensor  # (...) (u - X beta)' K^-1 (u - X beta)
+
+
+def _kriging(signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor) -> _Kriging:
+    """Universal kriging under every prior (see :class:`_Kriging`)."""
     rows, d = signs.shape
     target = odd[:, None, None, :, None].expand(-1, *factor.shape[1:3], -1, -1)
     solved = torch.cholesky_solve(
@@ -292,7 +373,8 @@ def _kriging(
         - 0.5 * torch.linalg.slogdet(normal)[1]
     )
     ok = (info == 0) & (singular == 0) & torch.isfinite(likelihood)
-    return linear, inverse_residual, torch.where(ok, likelihood, -torch.inf)
+    likelihood = torch.where(ok, likelihood, -torch.inf)
+    return _Kriging(linear, inverse_residual, likelihood, normal, quadratic)
 
 
 def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
