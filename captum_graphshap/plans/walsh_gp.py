@@ -197,7 +197,8 @@ def walsh_gp_posterior(
     phi = torch.cat([mean for mean, _ in parts])
     # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
     phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
-    spread = torch.cat([part for _, part in parts]).to(values.dtype) if variance else None
+    spreads = [part for _, part in parts if part is not None]
+    spread = torch.cat(spreads).to(values.dtype) if variance else None
     return WalshGPPosterior(phi.to(values.dtype), spread, rows - d)
 
 
