@@ -187,9 +187,14 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     inside, outside = values[0, 2 : 2 + pairs], values[0, 2 + pairs :]
     signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
     odd = torch.cat([(inside - outside) / 2, ((values[0, 1] - values[0, 0]) / 2)[None]])
-    scale = walsh_gp._relevance_scale(
-        sampled, weights, inside[None], outside[None], values[:, 0], values[:, 1]
-    )[0]
+    linear = walsh_gp.kernel_shapley(
+        torch.cat([sampled, ~sampled]),
+        torch.cat([inside, outside])[None],
+        values[:, 0],
+        values[:, 1],
+        torch.cat([weights, weights]),
+    )
+    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside[None], outside[None])[0]
     relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** 2
     relevance = relevance / relevance.mean()
     parities = [t for k in (1, 3, 5) for t in itertools.combinations(range(d), k)]

@@ -138,16 +138,20 @@ def walsh_gp_plan(
     num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
 ) -> Plan:
     """Shared plan: the endpoints, ``pairs`` stratified coalitions, then their complements."""
-    d = num_features
-    sampled, weights = stratified_paired_coalitions(d, pairs, generator, device)
-    endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
-    endpoints[1] = True
-    rows = torch.cat([endpoints, sampled, ~sampled])
+    sampled, weights = stratified_paired_coalitions(num_features, pairs, generator, device)
 
     def estimate(values: Tensor) -> Tensor:
         return walsh_gp_shapley(sampled, weights, values)
 
-    return Plan(DenseCoalitions(rows), estimate, distinct=True)
+    return Plan(DenseCoalitions(walsh_gp_rows(sampled)), estimate, distinct=True)
+
+
+def walsh_gp_rows(sampled: Tensor) -> Tensor:
+    """The rows :func:`walsh_gp_shapley` reads: the empty and full coalitions, the
+    ``sampled`` ``(P, d)`` and their complements."""
+    endpoints = torch.zeros(2, sampled.shape[1], dtype=torch.bool, device=sampled.device)
+    endpoints[1] = True
+    return torch.cat([endpoints, sampled, ~sampled])
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,19 @@ def walsh_gp_posterior(
     odd = torch.cat([(inside - outside) / 2, ((full - empty) / 2)[:, None]], dim=1)
     full_row = torch.ones(1, d, dtype=torch.bool, device=sampled.device)
     signs = torch.cat([sampled, full_row]).to(torch.float64) * 2 - 1  # (P + 1, d)
-    scale = _relevance_scale(sampled, weights, inside, outside, empty, full)
+    linear = kernel_shapley(
+        torch.cat([sampled, ~sampled]),
+        torch.cat([inside, outside], 1),
+        empty,
+        full,
+        torch.cat([weights, weights]),
+    ).to(torch.float64)
+    if d <= 62 and pairs == 2 ** (d - 1) - 1:
+        # every pair observed: the kernel-weighted linear fit is exact Shapley (the
+        # process would only add the jitter's error)
+        exact = linear.to(values.dtype)
+        return WalshGPPosterior(exact, torch.zeros_like(exact) if variance else None, pairs + 1 - d)
+    scale = _relevance_scale(sampled, weights, linear, inside, outside)
     # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
     rows = pairs + 1
     per_example = len(RELEVANCE_POWERS) * (len(ORDER_DECAYS) + MAX_ORDER + 1) * rows * rows
@@ -203,17 +219,15 @@ def walsh_gp_posterior(
 
 
 def _relevance_scale(
-    sampled: Tensor, weights: Tensor, inside: Tensor, outside: Tensor, empty: Tensor, full: Tensor
+    sampled: Tensor, weights: Tensor, linear: Tensor, inside: Tensor, outside: Tensor
 ) -> Tensor:
-    """``(N, d)`` each feature's relevance before its power, mean one per example."""
+    """``(N, d)`` each feature's relevance before its power, mean one per example.
+
+    ``|phi_j|`` of the paired ``linear`` fit; from
+    :data:`INTERACTION_PAIRS_PER_FEATURE` pairs per feature blended with the
+    even part's pairwise interaction strength.
+    """
     pairs, d = sampled.shape
-    linear = kernel_shapley(
-        torch.cat([sampled, ~sampled]),
-        torch.cat([inside, outside], 1),
-        empty,
-        full,
-        torch.cat([weights, weights]),
-    ).to(torch.float64)
     scale = _unit_mean(linear.abs())
     if pairs >= INTERACTION_PAIRS_PER_FEATURE * d and d <= MAX_PAIRWISE_FIT_FEATURES:
         # a feature that interacts strongly carries the odd parities of order three up
