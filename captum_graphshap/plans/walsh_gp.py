@@ -340,17 +340,20 @@ def _factored_covariances(
         add_feature(by_order, relevance[..., j, None] * agree[:, j])
     packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
     del by_order
+    # the factorisation reads the lower triangle only: one scatter, the rest left zero
     covariances = packed.new_zeros(*packed.shape[:3], rows, rows)  # (E, W, G, rows, rows)
-    covariances[..., first, second] = packed
     covariances[..., second, first] = packed
     del packed
-    diagonal = covariances.diagonal(dim1=-2, dim2=-1).mean(dim=-1)
+    diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
-    jitter = torch.where(diagonal > 0, JITTER * diagonal, torch.ones_like(diagonal))
-    eye = torch.eye(rows, dtype=torch.float64, device=device)
-    factor, info = torch.linalg.cholesky_ex(covariances + jitter[..., None, None] * eye)
-    # a prior whose factorisation failed is dropped by the caller; the identity meanwhile
-    return torch.where((info == 0)[..., None, None], factor, eye), info
+    level = diagonal.mean(dim=-1)
+    diagonal.add_(torch.where(level > 0, JITTER * level, torch.ones_like(level))[..., None])
+    factor, info = torch.linalg.cholesky_ex(covariances)
+    del covariances
+    failed = info != 0
+    if bool(failed.any()):  # dropped by the caller; the identity meanwhile
+        factor[failed] = torch.eye(rows, dtype=torch.float64, device=device)
+    return factor, info
 
 
 class _Kriging(NamedTuple):
