@@ -107,7 +107,8 @@ class BayesShapOptions(Options):
 BAYES_ESTIMATORS: tuple[str, ...] = ("auto", "walsh_gp", "kernel")
 #: ``estimator="auto"`` keeps the Bayesian linear regression above this many
 #: complementary pairs: the Gaussian process's cost grows as the pairs cubed
-#: (about 0.13 s per example at 512 pairs, d = 16, against 6 ms at 128).
+#: (about 0.11-0.13 s per example at 511 pairs, d = 16, one thread, against 3 ms at
+#: 127).
 AUTO_WALSH_GP_MAX_PAIRS = 512
 
 
