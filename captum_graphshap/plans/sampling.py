@@ -521,9 +521,13 @@ def distinct_ids(coalitions: Tensor | PrefixCoalitions) -> Tensor:
 
     store = DenseCoalitions(coalitions) if isinstance(coalitions, Tensor) else coalitions
     keys = coalition_keys(store)
-    if keys.shape[1] == 1:  # bit codes: a flat sort, far faster than rows'
-        return torch.unique(keys[:, 0], return_inverse=True)[1]
-    return torch.unique(keys, dim=0, return_inverse=True)[1]
+    ids = torch.unique(keys[:, 0], return_inverse=True)[1]  # bit codes: a flat sort
+    # hashed words: a flat sort per word and one of the pair of ranks (exact: two rows
+    # are equal when both words are), about ten times faster than ``unique(dim=0)``
+    for column in range(1, keys.shape[1]):
+        word = torch.unique(keys[:, column], return_inverse=True)[1]
+        ids = torch.unique(ids * (int(word.max()) + 1) + word, return_inverse=True)[1]
+    return ids
 
 
 def filled_kernel_pairs(
