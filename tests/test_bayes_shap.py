@@ -119,6 +119,33 @@ def test_walsh_gp_mean_is_paired_kernel_shaps_default():
     torch.testing.assert_close(mean, paired, rtol=0, atol=0)
 
 
+def test_auto_keeps_the_linear_regression_where_the_process_does_not_apply():
+    """Above 512 pairs, with focused sampling or target_width, and below d pairs."""
+    from captum_graphshap.attr.bayes_shap import AUTO_WALSH_GP_MAX_PAIRS
+
+    model = wide_mlp(12, seed=6)
+    x = torch.randn(2, 12, dtype=torch.float64, generator=seeded(7))
+    cases = [
+        dict(n_samples=2 * AUTO_WALSH_GP_MAX_PAIRS + 2),
+        dict(n_samples=100, focused=True),
+        dict(n_samples=100, target_width=1e9),
+        dict(n_samples=20),  # 10 pairs < d = 12
+    ]
+    for options in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # n_samples below d + 2
+            auto = BayesShap(model).attribute(x, generator=seeded(2), **options)
+            kernel = BayesShap(model).attribute(
+                x, generator=seeded(2), estimator="kernel", **options
+            )
+        torch.testing.assert_close(auto, kernel, rtol=0, atol=0, msg=str(options))
+    # and at the cap itself the process
+    at_cap = dict(n_samples=2 * AUTO_WALSH_GP_MAX_PAIRS)
+    auto = BayesShap(model).attribute(x, generator=seeded(2), **at_cap)
+    gp = BayesShap(model).attribute(x, generator=seeded(2), estimator="walsh_gp", **at_cap)
+    torch.testing.assert_close(auto, gp, rtol=0, atol=0)
+
+
 def test_attributions_are_efficient_and_one_feature_is_exact():
     model = mlp(6, dtype=torch.float64)
     x = torch.randn(4, 6, dtype=torch.float64)
