@@ -66,6 +66,8 @@ CASES = [
     *SHEAR.values(),
     Case("BayesShap"),
     Case("BayesShap", (("return_uncertainty", True),)),
+    Case("BayesShap", (("estimator", "kernel"), ("return_uncertainty", True))),
+    Case("BayesShap", (("estimator", "walsh_gp"), ("return_uncertainty", True))),
     Case("MyersonValue", budgeted=False),
     Case("LShapley", (("k", 1),), efficient=False, budgeted=False),
     Case("CShapley", (("k", 2),), efficient=False, budgeted=False),
@@ -176,6 +178,10 @@ def test_finite_efficient_within_budget_and_nothing_mutated(
     for name, value in model.state_dict().items():
         assert torch.equal(value, state_before[name]), f"the model's {name} was changed"
     assert bool(torch.isfinite(attributions).all()), f"{case} returned non-finite values"
+    if dict(case.options).get("return_uncertainty"):
+        half_width = result[1]
+        assert bool(torch.isfinite(half_width).all()), f"{case}: non-finite half-widths"
+        assert bool((half_width >= 0).all()), f"{case}: negative half-widths"
     if budget is not None:
         assert int(evaluations.max()) <= budget, f"{case} reported {evaluations} > {budget}"
         # the rows the model saw, forward passes of derivatives included
@@ -192,13 +198,15 @@ def test_finite_efficient_within_budget_and_nothing_mutated(
 
 def test_cases_cover_every_estimator_option() -> None:
     """A new class or estimator option must join the property test."""
-    from captum_graphshap.attr import paired_kernel_shap, shear
+    from captum_graphshap.attr import bayes_shap, paired_kernel_shap, shear
 
     covered = {(case.cls, dict(case.options).get("estimator")) for case in CASES}
     for name in paired_kernel_shap.KERNEL_ESTIMATORS:
         assert ("PairedKernelShap", name) in covered, name
     for name in shear.SHEAR_ESTIMATORS:
         assert ("Shear", name) in covered, name
+    for name in bayes_shap.BAYES_ESTIMATORS:
+        assert ("BayesShap", None if name == "auto" else name) in covered, name
     classes = {case.cls for case in CASES}
     public = {name for name in cg.__all__ if hasattr(getattr(cg, name), "attribute")}
     assert public <= classes, public - classes
