@@ -31,9 +31,15 @@ previous choice there: 0.7-1.1), 0.14-0.52 at ``8 d``, 0.14-0.75 at 256
 (before :data:`INTERACTION_PAIRS_PER_FEATURE`'s relevance, which took 5-36% off
 at 256).
 Against the cubic fit at 16 d it won on six of nine (0.19-0.88) and lost on
-three by 1-6%; at 24 d and beyond it lost on five of nine (up to 2.5x on the
-digits SiLU CNN), so ``estimator="auto"`` uses it below
-:data:`AUTO_WALSH_GP_BELOW` ``d`` evaluations only.
+three by 1-6%. Re-measured with the interaction-weighted relevance
+(2026-11-25, 10 explicands x 2 seeds): at 24 d it won on seven of nine
+(0.14-0.88; 1.02 and 1.75 on the digits CNNs), at 32 d on eight (0.16-0.96;
+1.19 on the digits SiLU CNN), at 64 d (1,024 evaluations) on all nine
+(0.21-0.93), but its cost grows as the pairs cubed: 0.27 s for 10
+explicands at 32 d against the cubic fit's tens of milliseconds, 1.1-1.3 s
+at 64 d. So ``estimator="auto"`` uses it below :data:`AUTO_WALSH_GP_BELOW`
+``d`` evaluations only, where it is cheap (:class:`BayesShap` uses it up to
+512 pairs, for its intervals).
 """
 
 from __future__ import annotations
