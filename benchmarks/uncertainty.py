@@ -93,6 +93,12 @@ def coverage_table(
             x, baseline, 1, None, mask, orderings, generator=g, return_uncertainty=True, **options
         )
 
+    def bayes(budget: int, **options: object) -> Callable:
+        """BayesShap with ``budget - 2`` sampled coalitions (the endpoints besides)."""
+        return lambda g: BayesShap(model).attribute(
+            x, baseline, 1, None, mask, budget - 2, generator=g, return_uncertainty=True, **options
+        )
+
     for budget in budgets:
         contenders = {
             # antithetic pairs (the default) and the plain t interval over the pairs
@@ -102,32 +108,10 @@ def coverage_table(
             "ShapleySampling bootstrap": sampling(budget, interval="bootstrap"),
             # n_samples coalitions besides the two endpoints; the default
             # estimator="auto": the Walsh-basis Gaussian process up to 512 pairs
-            "BayesShap": lambda g, b=budget: BayesShap(model).attribute(
-                x, baseline, 1, None, mask, b - 2, generator=g, return_uncertainty=True
-            ),
+            "BayesShap": bayes(budget),
             # the paper's Bayesian linear regression (the default before)
-            "BayesShap kernel": lambda g, b=budget: BayesShap(model).attribute(
-                x,
-                baseline,
-                1,
-                None,
-                mask,
-                b - 2,
-                generator=g,
-                return_uncertainty=True,
-                estimator="kernel",
-            ),
-            "BayesShap focused": lambda g, b=budget: BayesShap(model).attribute(
-                x,
-                baseline,
-                1,
-                None,
-                mask,
-                b - 2,
-                generator=g,
-                return_uncertainty=True,
-                focused=True,
-            ),
+            "BayesShap kernel": bayes(budget, estimator="kernel"),
+            "BayesShap focused": bayes(budget, focused=True),
         }
         for name, run in contenders.items():
             hits, widths, errors = [], [], []

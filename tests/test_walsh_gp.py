@@ -16,6 +16,7 @@ from torch import nn
 
 from captum_graphshap import PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
+from captum_graphshap.engine.plan import Plan
 from captum_graphshap.plans import walsh_gp
 from captum_graphshap.plans.walsh_gp import (
     elementary_symmetric,
@@ -44,6 +45,17 @@ class PairwiseGame(nn.Module):
 def mlp(d: int, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(d, 16), nn.ReLU(), nn.Linear(16, 1)).double().eval()
+
+
+def planned_values(d: int, pairs: int, seed: int) -> tuple[Plan, torch.Tensor, torch.Tensor]:
+    """A plan of ``pairs`` pairs (generator ``seed``), its rows and a small MLP's values on them."""
+    model = mlp(d, 5 + seed)
+    x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(2 + seed))
+    plan = walsh_gp_plan(d, pairs, torch.Generator().manual_seed(seed), torch.device("cpu"))
+    rows = plan.coalitions.dense()
+    with torch.no_grad():
+        values = model(rows.double() * x).reshape(1, -1)
+    return plan, rows, values
 
 
 def brute(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -113,12 +125,7 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
     d, pairs = 7, 20
-    model = mlp(d, 5)
-    x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    plan = walsh_gp_plan(d, pairs, torch.Generator().manual_seed(0), torch.device("cpu"))
-    rows = plan.coalitions.dense()
-    with torch.no_grad():
-        values = model(rows.double() * x).reshape(1, -1)
+    plan, rows, values = planned_values(d, pairs, seed=0)
     got = plan.estimator(values)[0]
 
     sampled = rows[2 : 2 + pairs]
@@ -171,16 +178,11 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (2.0,))
     d, pairs = 6, 14
-    model = mlp(d, 8)
-    x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    plan = walsh_gp_plan(d, pairs, torch.Generator().manual_seed(1), torch.device("cpu"))
-    rows = plan.coalitions.dense()
-    with torch.no_grad():
-        values = model(rows.double() * x).reshape(1, -1)
+    plan, rows, values = planned_values(d, pairs, seed=1)
     sampled = rows[2 : 2 + pairs]
     weights = walsh_gp.stratified_paired_coalitions(
         d, pairs, torch.Generator().manual_seed(1), torch.device("cpu")
-    )[1]
+    )[1]  # the plan's own draw: the same generator seed
     posterior = walsh_gp.walsh_gp_posterior(sampled, weights, values)
     assert posterior.dof == pairs + 1 - d
 
