@@ -288,3 +288,16 @@ def test_too_few_pairs_is_refused_before_any_call() -> None:
             one, torch.zeros_like(one), n_samples=10, estimator="walsh_gp"
         )
     assert game.rows == 0
+    with pytest.raises(ValueError, match=r"2,051 x 2,051 .* lower n_samples"):
+        PairedKernelShap(PairwiseGame(16, seed=0)).attribute(
+            torch.ones(1, 16, dtype=torch.float64),
+            torch.zeros(1, 16, dtype=torch.float64),
+            n_samples=4100,  # 2,050 pairs
+            estimator="walsh_gp",
+        )
+    wide = PairwiseGame(1024, seed=0)
+    with pytest.raises(ValueError, match=r"d x pairs\^2 = .* lower budget"):
+        PairedKernelShap(wide).attribute(
+            torch.ones(1, 1024), torch.zeros(1, 1024), budget=4096, estimator="walsh_gp"
+        )
+    assert wide.rows == 0

@@ -86,6 +86,13 @@ AUTO_WALSH_GP_BELOW = 20
 #: from 4 d to 20 d evaluations (antithetic permutations': 0.49-0.90), at
 #: 20-26 ms per explicand at d = 24 and 47-76 ms at d = 32, 20 d.
 MAX_FEATURES = 32
+#: ``estimator="walsh_gp"`` refuses more complementary pairs than this (about
+#: 3-4 s per example at d = 16, one thread: the covariance is pairs^2 and its
+#: factorisation pairs^3 per prior and example) ...
+MAX_PAIRS = 2048
+#: ... and more than this ``d x pairs^2`` (the covariance's build), e.g. 1,024
+#: pairs from d = 64 on, 256 pairs from d = 1,024 on.
+MAX_WORK = 2**26
 #: Relative ridge on the linear parities' normal matrix when the drawn pairs leave it
 #: singular (two features never apart).
 RIDGE = 1e-9
@@ -134,15 +141,26 @@ def order_variances(num_features: int, decay: float) -> Tensor:
 
 
 def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
-    """Refuse fewer pairs than features: the linear parities' fit needs ``d`` of them."""
+    """Refuse fewer pairs than features (the linear parities' fit needs ``d`` of them),
+    and more than :data:`MAX_PAIRS` or :data:`MAX_WORK` allow."""
+    knob = "budget" if budgeted else "n_samples"
+    d = num_features
     # with d <= 2 fewer pairs exist than features, and they are all enumerated
-    if pairs < min(num_features, 2 ** (num_features - 1) - 1):
-        knob = "budget" if budgeted else "n_samples"
-        need = 2 * num_features + 2 if budgeted else 2 * num_features
+    if pairs < min(d, 2 ** (d - 1) - 1):
+        need = 2 * d + 2 if budgeted else 2 * d
         raise ValueError(
-            f"estimator='walsh_gp' needs at least d = {num_features} complementary pairs "
+            f"estimator='walsh_gp' needs at least d = {d} complementary pairs "
             f"(the linear parities are fitted, not shrunk), got {pairs}: raise {knob} to "
             f"{need} or more, or use estimator='auto'."
+        )
+    if d <= 62:  # every pair there is, when the draws cover them
+        pairs = min(pairs, 2 ** (d - 1) - 1)
+    if pairs > MAX_PAIRS or d * pairs * pairs > MAX_WORK:
+        raise ValueError(
+            f"estimator='walsh_gp' would factor a {pairs + 1:,} x {pairs + 1:,} covariance per "
+            f"prior and example over d = {d} features (d x pairs^2 = {d * pairs * pairs:,}; "
+            f"at most {MAX_PAIRS:,} pairs and {MAX_WORK:,}): lower {knob}, or use "
+            "estimator='auto' (the cubic fit there)."
         )
 
 
