@@ -62,7 +62,8 @@ class PairedKernelShapOptions(Options):
             three to seven under a prior shrinking with the order and
             favouring the relevant features, its shape chosen per example
             by likelihood (see ``plans/walsh_gp.py``); exact on games of
-            order two, at least ``d`` pairs.
+            order two, at least ``d`` pairs and at most 2,048 (and
+            ``d x pairs^2 <= 2^26``: its cost grows as the pairs cubed).
             ``"kernel"``: i.i.d. pairs from the Shapley kernel and the linear
             fit (Captum's estimator, with pairing); ``"stratified"``: the same fit on
             pairs stratified by size, the sizes with few coalitions
