@@ -15,10 +15,10 @@ from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..engine.plan import DenseCoalitions, Plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ..plans.sampling import stratified_paired_coalitions
 from ..plans.walsh_gp import (
     MAX_FEATURES,
     check_walsh_gp_pairs,
+    walsh_gp_coalitions,
     walsh_gp_posterior,
     walsh_gp_rows,
     walsh_gp_shapley,
@@ -214,7 +214,7 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
         """The Walsh-basis Gaussian process's posterior on ``pairs`` stratified pairs."""
         d = game.num_features
         check_walsh_gp_pairs(d, pairs, options.budget is not None)
-        sampled, weights = stratified_paired_coalitions(d, pairs, options.generator, game.device)
+        sampled, weights = walsh_gp_coalitions(d, pairs, options.generator, game.device)
 
         def estimate(values: torch.Tensor) -> torch.Tensor:
             return walsh_gp_shapley(sampled, weights, values)

@@ -217,20 +217,23 @@ def kernel_coalitions(
     return torch.stack([drawn, ~drawn], dim=1).reshape(2 * pairs, num_features)
 
 
-def size_allocation(d: int, pairs: int) -> list[tuple[int, int, float]]:
+def size_allocation(
+    d: int, pairs: int, *, small_first: bool = False
+) -> list[tuple[int, int, float]]:
     """How many complementary pairs of each size pair ``(s, d - s)`` to draw.
 
     Pairs are spread evenly over the size pairs ``s = 1 .. d // 2`` (the
     leverage-score distribution of Musco & Witter, which measured a little
-    better than the kernel's own here); a size pair with fewer coalitions
-    than its share is enumerated whole and its surplus goes to the others.
-    Returns ``(s, count, kernel_mass)`` for each size pair with
+    better than the kernel's own here); with ``small_first`` each size
+    pair's share falls as ``1 / s`` instead. A size pair with fewer
+    coalitions than its share is enumerated whole and its surplus goes to
+    the others. Returns ``(s, count, kernel_mass)`` for each size pair with
     ``kernel_mass`` the Shapley kernel's total weight on it.
     """
     sizes = list(range(1, d // 2 + 1))
     capacity = {s: pair_capacity(d, s) for s in sizes}
     kernel = {s: (1.0 if 2 * s == d else 2.0) / (s * (d - s)) for s in sizes}
-    share = {s: (1.0 if 2 * s == d else 2.0) for s in sizes}
+    share = {s: (1.0 if 2 * s == d else 2.0) / (s if small_first else 1) for s in sizes}
     counts: dict[int, int] = {}
     left, open_sizes = pairs, list(sizes)
     while open_sizes:
@@ -298,11 +301,17 @@ def distinct_subsets(
 
 
 def stratified_paired_coalitions(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    small_first: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``pairs`` distinct coalitions ``(P, d)``, one of each complementary pair, and weights.
 
-    Sizes are allocated by :func:`size_allocation`: small sizes (and their
+    Sizes are allocated by :func:`size_allocation` (``small_first`` passed
+    on): small sizes (and their
     complements) are enumerated, the others drawn uniformly without
     replacement, so every evaluation is of a new coalition. ``weights``
     ``(P,)`` float64 give each pair its size pair's Shapley-kernel mass over
@@ -311,7 +320,7 @@ def stratified_paired_coalitions(
     """
     d = num_features
     rows, weights = [], []
-    for size, count, mass in size_allocation(d, pairs):
+    for size, count, mass in size_allocation(d, pairs, small_first=small_first):
         if count == 0:
             continue
         rows.append(distinct_subsets(d, size, count, generator, half=2 * size == d))
