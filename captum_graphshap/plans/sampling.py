@@ -311,9 +311,9 @@ def stratified_paired_coalitions(
     """``pairs`` distinct coalitions ``(P, d)``, one of each complementary pair, and weights.
 
     Sizes are allocated by :func:`size_allocation` (``small_first`` passed
-    on): small sizes (and their
-    complements) are enumerated, the others drawn uniformly without
-    replacement, so every evaluation is of a new coalition. ``weights``
+    on): small sizes (and their complements) are enumerated, the others
+    drawn uniformly without replacement, so every evaluation is of a new
+    coalition. ``weights``
     ``(P,)`` float64 give each pair its size pair's Shapley-kernel mass over
     the number drawn of it, so a kernel-weighted fit stays consistent. ``P``
     is ``pairs`` or, when that exceeds them, every pair there is.

@@ -98,7 +98,7 @@ MAX_FEATURES = 32
 #: factorisation pairs^3 per prior and example) ...
 MAX_PAIRS = 2048
 #: ... and more than this ``d x pairs^2`` (the covariance's build), e.g. 1,024
-#: pairs from d = 64 on, 256 pairs from d = 1,024 on.
+#: pairs above d = 64, 256 pairs above d = 1,024.
 MAX_WORK = 2**26
 #: Relative ridge on the linear parities' normal matrix when the drawn pairs leave it
 #: singular (two features never apart).
