@@ -180,9 +180,9 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     d, pairs = 6, 14
     plan, rows, values = planned_values(d, pairs, seed=1)
     sampled = rows[2 : 2 + pairs]
-    weights = walsh_gp.walsh_gp_coalitions(
+    weights = walsh_gp.walsh_gp_design(
         d, pairs, torch.Generator().manual_seed(1), torch.device("cpu")
-    )[1]  # the plan's own draw: the same generator seed
+    ).weights  # the plan's own draw: the same generator seed
     posterior = walsh_gp.walsh_gp_posterior(sampled, weights, values)
     assert posterior.dof == pairs + 1 - d
 

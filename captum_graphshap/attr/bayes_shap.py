@@ -13,15 +13,13 @@ import torch
 
 from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
-from ..engine.plan import DenseCoalitions, Plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.walsh_gp import (
     MAX_FEATURES,
     check_walsh_gp_pairs,
-    walsh_gp_coalitions,
-    walsh_gp_posterior,
-    walsh_gp_rows,
-    walsh_gp_shapley,
+    drawn_pairs,
+    fewest_pairs,
+    walsh_gp_design,
 )
 from ..uncertainty.bayes import (
     DEFAULT_MAX_SAMPLES,
@@ -214,22 +212,17 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
         """The Walsh-basis Gaussian process's posterior on ``pairs`` stratified pairs."""
         d = game.num_features
         check_walsh_gp_pairs(d, pairs, options.budget is not None)
-        sampled, weights = walsh_gp_coalitions(d, pairs, options.generator, game.device)
-
-        def estimate(values: torch.Tensor) -> torch.Tensor:
-            return walsh_gp_shapley(sampled, weights, values)
-
-        plan = Plan(DenseCoalitions(walsh_gp_rows(sampled)), estimate, distinct=True)
-        values = evaluate_plan(game, plan, show_progress, self.progress_desc)
-        posterior = walsh_gp_posterior(sampled, weights, values)
-        if len(sampled) == 2 ** (d - 1) - 1 or posterior.variance is None:
-            # every pair observed: the odd part, hence phi, is known exactly
+        design = walsh_gp_design(d, pairs, options.generator, game.device)
+        values = evaluate_plan(game, design.plan(), show_progress, self.progress_desc)
+        posterior = design.posterior(values)
+        if posterior.variance is None or posterior.dof < 1:
+            # no degree of freedom left: every pair observed (d = 2), phi known exactly
             half_width = torch.zeros_like(posterior.mean)
-        else:
+        else:  # with every pair observed (d >= 3) the variances are zero
             quantile = student_t_quantile(options.confidence, posterior.dof)
             half_width = quantile * posterior.variance.sqrt()
         report = BayesShapReport(
-            samples=torch.full((game.batch_size,), 2 * len(sampled), device=game.device),
+            samples=torch.full((game.batch_size,), 2 * len(design.sampled), device=game.device),
             stopped_by=("n_samples",) * game.batch_size,
             max_half_width=half_width.amax(dim=1),
             perturbations_needed=None,
@@ -249,9 +242,7 @@ def _uses_walsh_gp(options: BayesShapOptions, d: int, samples: int) -> bool:
         return True
     if options.focused or options.target_width is not None or d > MAX_FEATURES:
         return False
-    # every pair there is, when the samples cover them
-    pairs = min(samples // 2, 2 ** (d - 1) - 1)
-    return min(d, 2 ** (d - 1) - 1) <= pairs <= AUTO_WALSH_GP_MAX_PAIRS
+    return fewest_pairs(d) <= drawn_pairs(d, samples // 2) <= AUTO_WALSH_GP_MAX_PAIRS
 
 
 def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, float | None]:

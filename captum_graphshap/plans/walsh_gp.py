@@ -147,21 +147,31 @@ def order_variances(num_features: int, decay: float) -> Tensor:
     return variances
 
 
+def fewest_pairs(num_features: int) -> int:
+    """The fewest pairs the fit takes: ``d`` (the linear parities are fitted), or
+    every pair there is when there are fewer (``d <= 2``)."""
+    return min(num_features, 2 ** (num_features - 1) - 1)
+
+
+def drawn_pairs(num_features: int, pairs: int) -> int:
+    """The pairs :func:`walsh_gp_design` draws for ``pairs``: every pair there is,
+    when ``pairs`` covers them."""
+    return min(pairs, 2 ** (num_features - 1) - 1) if num_features <= 62 else pairs
+
+
 def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
-    """Refuse fewer pairs than features (the linear parities' fit needs ``d`` of them),
-    and more than :data:`MAX_PAIRS` or :data:`MAX_WORK` allow."""
+    """Refuse fewer pairs than :func:`fewest_pairs`, and more than :data:`MAX_PAIRS`
+    or :data:`MAX_WORK` allow."""
     knob = "budget" if budgeted else "n_samples"
     d = num_features
-    # with d <= 2 fewer pairs exist than features, and they are all enumerated
-    if pairs < min(d, 2 ** (d - 1) - 1):
+    if pairs < fewest_pairs(d):
         need = 2 * d + 2 if budgeted else 2 * d
         raise ValueError(
             f"estimator='walsh_gp' needs at least d = {d} complementary pairs "
             f"(the linear parities are fitted, not shrunk), got {pairs}: raise {knob} to "
             f"{need} or more, or use estimator='auto'."
         )
-    if d <= 62:  # every pair there is, when the draws cover them
-        pairs = min(pairs, 2 ** (d - 1) - 1)
+    pairs = drawn_pairs(d, pairs)
     if pairs > MAX_PAIRS or d * pairs * pairs > MAX_WORK:
         raise ValueError(
             f"estimator='walsh_gp' would factor a {pairs + 1:,} x {pairs + 1:,} covariance per "
@@ -171,35 +181,52 @@ def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
         )
 
 
+@dataclass(frozen=True)
+class WalshGPDesign:
+    """The stratified pairs ``sampled`` ``(P, d)`` of the fit and their kernel weights ``(P,)``.
+
+    Its :meth:`plan` evaluates the empty and full coalitions, the pairs and
+    their complements; :meth:`posterior` reads those values.
+    """
+
+    sampled: Tensor
+    weights: Tensor
+
+    def plan(self) -> Plan:
+        """Shared plan whose estimator is the posterior mean."""
+        d = self.sampled.shape[1]
+        endpoints = torch.zeros(2, d, dtype=torch.bool, device=self.sampled.device)
+        endpoints[1] = True
+        rows = torch.cat([endpoints, self.sampled, ~self.sampled])
+        return Plan(DenseCoalitions(rows), self.mean, distinct=True)
+
+    def mean(self, values: Tensor) -> Tensor:
+        """``(N, d)`` posterior means from the plan's values ``(N, 2 + 2P)``."""
+        return walsh_gp_shapley(self.sampled, self.weights, values)
+
+    def posterior(self, values: Tensor) -> WalshGPPosterior:
+        """Posterior means and variances from the plan's values ``(N, 2 + 2P)``."""
+        return walsh_gp_posterior(self.sampled, self.weights, values)
+
+
+def walsh_gp_design(
+    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+) -> WalshGPDesign:
+    """``pairs`` stratified pairs; below :data:`SMALL_SIZES_BELOW` ``d`` pairs the
+    small sizes get more of them."""
+    small_first = pairs < SMALL_SIZES_BELOW * num_features
+    return WalshGPDesign(
+        *stratified_paired_coalitions(
+            num_features, pairs, generator, device, small_first=small_first
+        )
+    )
+
+
 def walsh_gp_plan(
     num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
 ) -> Plan:
     """Shared plan: the endpoints, ``pairs`` stratified coalitions, then their complements."""
-    sampled, weights = walsh_gp_coalitions(num_features, pairs, generator, device)
-
-    def estimate(values: Tensor) -> Tensor:
-        return walsh_gp_shapley(sampled, weights, values)
-
-    return Plan(DenseCoalitions(walsh_gp_rows(sampled)), estimate, distinct=True)
-
-
-def walsh_gp_coalitions(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
-) -> tuple[Tensor, Tensor]:
-    """The stratified pairs ``(P, d)`` and their kernel weights ``(P,)``; below
-    :data:`SMALL_SIZES_BELOW` ``d`` pairs the small sizes get more of them."""
-    small_first = pairs < SMALL_SIZES_BELOW * num_features
-    return stratified_paired_coalitions(
-        num_features, pairs, generator, device, small_first=small_first
-    )
-
-
-def walsh_gp_rows(sampled: Tensor) -> Tensor:
-    """The rows :func:`walsh_gp_shapley` reads: the empty and full coalitions, the
-    ``sampled`` ``(P, d)`` and their complements."""
-    endpoints = torch.zeros(2, sampled.shape[1], dtype=torch.bool, device=sampled.device)
-    endpoints[1] = True
-    return torch.cat([endpoints, sampled, ~sampled])
+    return walsh_gp_design(num_features, pairs, generator, device).plan()
 
 
 @dataclass(frozen=True)
