@@ -119,7 +119,7 @@ def test_walsh_gp_mean_is_paired_kernel_shaps_default():
 
 def test_auto_keeps_the_linear_regression_where_the_process_does_not_apply():
     """Above 512 pairs, with focused sampling or target_width, and below d pairs."""
-    from captum_graphshap.attr.bayes_shap import AUTO_WALSH_GP_MAX_PAIRS
+    from captum_graphshap.plans.walsh_gp import AUTO_WALSH_GP_MAX_PAIRS
 
     model = wide_mlp(12, seed=6)
     x = torch.randn(2, 12, dtype=torch.float64, generator=seeded(7))

@@ -227,6 +227,102 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     torch.testing.assert_close(posterior.mean, plan.estimator(values), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 6, 9])
+def test_pattern_table_covariances_equal_the_feature_by_feature_build(d: int) -> None:
+    """The gather from the ``2^d`` agreement patterns equals the direct build."""
+    g = torch.Generator().manual_seed(d)
+    rows = 2 ** max(0, d - 1) + 3
+    signs = (torch.rand(rows, d, generator=g) < 0.5).double() * 2 - 1
+    relevance = torch.rand(3, 2, d, generator=g, dtype=torch.float64) * 3  # (E, W, d)
+    top = min(walsh_gp.MAX_ORDER, d)
+    grid = torch.rand(3, 2, top + 1, generator=g, dtype=torch.float64)  # (E, G, top + 1)
+    table = walsh_gp.pattern_covariances(signs, relevance, grid, top)
+    built = walsh_gp._built_covariances(signs, relevance, grid, top)
+    lower = torch.ones(rows, rows, dtype=torch.bool).tril()
+    torch.testing.assert_close(table * lower, built, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(table, table.mT)  # the table gives both triangles
+    # and one entry from its definition, sum_k sigma_k e_k(r_j x_j x'_j)
+    agree = signs[rows - 1] * signs[0]
+    want = (grid[1, 0] * elementary_symmetric(relevance[1, 1] * agree, top)).sum()
+    torch.testing.assert_close(table[1, 1, 0, rows - 1, 0], want)
+
+
+def _single_prior_means(
+    monkeypatch: pytest.MonkeyPatch, plan_values: torch.Tensor, plan: Plan
+) -> dict[tuple[float, float], torch.Tensor]:
+    """The estimate under each prior of the grid alone, fitted on every row."""
+    means = {}
+    for power in walsh_gp.RELEVANCE_POWERS:
+        for decay in walsh_gp.ORDER_DECAYS:
+            with monkeypatch.context() as patch:
+                patch.setattr(walsh_gp, "RELEVANCE_POWERS", (power,))
+                patch.setattr(walsh_gp, "ORDER_DECAYS", (decay,))
+                means[power, decay] = plan.estimator(plan_values)
+    return means
+
+
+def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above SELECTION_ROWS rows, the estimate is one single prior's fit on every row:
+    the prior of highest restricted likelihood on the evenly spaced subset."""
+    d, pairs = 7, 40
+    plan, rows, values = planned_values(d, pairs, seed=3)
+    whole = _single_prior_means(monkeypatch, values, plan)
+    monkeypatch.setattr(walsh_gp, "SELECTION_ROWS", 12)
+    got = plan.estimator(values)
+    matches = [prior for prior, mean in whole.items() if torch.allclose(got, mean, rtol=1e-10)]
+    assert len(matches) == 1, (got, whole)
+    # the subset's likelihood of each prior alone
+    sampled = rows[2 : 2 + pairs]
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
+    subset = [*torch.linspace(0, pairs - 1, 11).round().long().tolist(), pairs]
+    assert len(set(subset)) == 12
+    weights = walsh_gp.walsh_gp_design(
+        d, pairs, torch.Generator().manual_seed(3), torch.device("cpu")
+    ).weights
+    linear = walsh_gp.kernel_shapley(
+        torch.cat([sampled, ~sampled]), torch.cat([inside, outside], 1), values[:, 0],
+        values[:, 1], torch.cat([weights, weights]),
+    )  # fmt: skip
+    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside, outside)
+    likelihood = {}
+    for power, decay in whole:
+        relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** power
+        relevance = (relevance / relevance.mean())[:, None]
+        grid = walsh_gp.order_variances(d, decay)[None, None]
+        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], relevance, grid, min(7, d))
+        likelihood[power, decay] = float(fit.likelihood[0])
+    assert matches[0] == max(likelihood, key=likelihood.__getitem__), likelihood
+
+
+def test_prior_failing_on_every_row_falls_back_to_the_whole_grid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    d, pairs = 7, 40
+    plan, _, values = planned_values(d, pairs, seed=4)
+    values = torch.cat([values, values * 0.5 + 0.1])
+    want = plan.estimator(values)  # 41 rows: below SELECTION_ROWS, the whole grid
+    monkeypatch.setattr(walsh_gp, "SELECTION_ROWS", 12)
+    original = walsh_gp._factored_covariances
+
+    def failing_on_every_row(
+        signs: torch.Tensor, relevance: torch.Tensor, grid: torch.Tensor, top: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        factor, info = original(signs, relevance, grid, top)
+        if len(signs) == pairs + 1 and relevance.shape[:2] == (2, 1):  # the chosen priors
+            info = info.clone()
+            info[0] = 1  # the first example's chosen prior is not positive definite there
+        return factor, info
+
+    monkeypatch.setattr(walsh_gp, "_factored_covariances", failing_on_every_row)
+    got = plan.estimator(values)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-12, atol=1e-12)
+    assert torch.isfinite(got).all()
+
+
 def test_efficient_finite_and_each_example_its_own() -> None:
     d = 10
     model = mlp(d, 7)
@@ -270,8 +366,14 @@ def test_auto_picks_walsh_gp_below_its_threshold_only() -> None:
     cpu = torch.device("cpu")
     g = torch.Generator().manual_seed(0)
     assert auto_plan(16, 62, g, cpu)[1] == "walsh_gp"  # 4 d
-    assert auto_plan(16, 16 * walsh_gp.AUTO_WALSH_GP_BELOW - 4, g, cpu)[1] == "walsh_gp"
-    assert auto_plan(16, 16 * walsh_gp.AUTO_WALSH_GP_BELOW, g, cpu)[1] == "cubic"
+    # up to AUTO_WALSH_GP_FEATURES features: up to AUTO_WALSH_GP_MAX_PAIRS pairs
+    pairs = walsh_gp.AUTO_WALSH_GP_MAX_PAIRS
+    assert auto_plan(16, 2 * pairs, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(16, 2 * pairs + 2, g, cpu)[1] == "cubic"
+    # above it: below AUTO_WALSH_GP_BELOW d evaluations
+    assert walsh_gp.AUTO_WALSH_GP_FEATURES < 24 <= walsh_gp.MAX_FEATURES
+    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW - 4, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW - 2, g, cpu)[1] == "cubic"
     assert auto_plan(16, 20, g, cpu)[1] != "walsh_gp"  # fewer pairs than features
     assert auto_plan(64, 400, g, cpu)[1] != "walsh_gp"  # beyond MAX_FEATURES
 

@@ -15,6 +15,7 @@ from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.walsh_gp import (
+    AUTO_WALSH_GP_MAX_PAIRS,
     MAX_FEATURES,
     check_walsh_gp_pairs,
     drawn_pairs,
@@ -60,8 +61,8 @@ class BayesShapOptions(Options):
             stopping reason, widest interval, perturbations still needed).
         estimator: the posterior: ``"auto"`` (default) is ``"walsh_gp"``
             wherever it applies (a fixed budget, not ``focused``, ``d`` from
-            2 to 32, at least ``d`` and at most
-            :data:`AUTO_WALSH_GP_MAX_PAIRS` complementary pairs), else
+            2 to 32, at least ``d`` and at most 512 complementary pairs,
+            :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_MAX_PAIRS`), else
             ``"kernel"``. ``"walsh_gp"``: the posterior of
             :class:`PairedKernelShap`'s ``estimator="walsh_gp"``, a Gaussian
             process over the Walsh parities of order three to seven beside
@@ -103,11 +104,6 @@ class BayesShapOptions(Options):
 
 #: ``estimator=`` choices of :class:`BayesShap`
 BAYES_ESTIMATORS: tuple[str, ...] = ("auto", "walsh_gp", "kernel")
-#: ``estimator="auto"`` keeps the Bayesian linear regression above this many
-#: complementary pairs: the Gaussian process's cost grows as the pairs cubed
-#: (about 0.11-0.13 s per example at 511 pairs, d = 16, one thread, against 3 ms at
-#: 127).
-AUTO_WALSH_GP_MAX_PAIRS = 512
 
 
 class BayesShap(KernelAttribution, captum_attr.KernelShap):
@@ -129,10 +125,11 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     sampling is a plan evaluated by the engine, its estimator the posterior
     update.
 
-    By default (``estimator="auto"``) a fixed budget of up to
-    :data:`AUTO_WALSH_GP_MAX_PAIRS` pairs, for 2 to 32 features, gets the
-    Walsh-basis Gaussian process instead (``estimator="walsh_gp"``): the
-    mean is :class:`PairedKernelShap`'s default at low budgets, several times
+    By default (``estimator="auto"``) a fixed budget of up to 512 pairs
+    (:data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_MAX_PAIRS`), for 2
+    to 32 features, gets the Walsh-basis Gaussian process instead
+    (``estimator="walsh_gp"``): the mean is :class:`PairedKernelShap`'s
+    default there (up to 16 features; below ``20 d`` evaluations above), several times
     more accurate than the linear regression's, and the intervals are its
     posterior's.
 

@@ -20,12 +20,7 @@ from ..plans.sampling import (
     paired_kernel_plan,
     shared_permutation_plan,
 )
-from ..plans.walsh_gp import (
-    AUTO_WALSH_GP_BELOW,
-    MAX_FEATURES,
-    check_walsh_gp_pairs,
-    walsh_gp_plan,
-)
+from ..plans.walsh_gp import auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
@@ -51,8 +46,9 @@ class PairedKernelShapOptions(Options):
         estimator: ``"auto"`` (default): by the evaluations per example
             (``budget``, or ``n_samples + 2``): every coalition and exact
             Shapley when they cover the ``2^d`` coalitions; ``"walsh_gp"``
-            from ``d`` pairs up to ``20 d`` evaluations (for ``d <= 32``,
-            see :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_BELOW`);
+            from ``d`` pairs up to 512 pairs (1,026 evaluations) for
+            ``d <= 16``, and below ``20 d`` evaluations for ``d`` up to 32
+            (see :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`);
             the ``"cubic"`` fit above; for more than 32 features, antithetic
             permutations (:class:`ShapleySampling`'s estimator) below
             ``6 d`` (see :data:`AUTO_PERMUTATIONS_BELOW`) and ``"cubic"``
@@ -219,19 +215,18 @@ def auto_plan(
 ) -> tuple[Plan | None, str]:
     """``estimator="auto"``: the plan for ``count + 2`` evaluations, or the estimator to use.
 
-    Every coalition (exact Shapley) when they fit; up to
-    :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features, the
-    Walsh-basis Gaussian-process fit below
-    :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_BELOW` ``d``
-    evaluations (from ``d`` pairs); otherwise (more features, or fewer
-    pairs than features) antithetic permutations below
+    Every coalition (exact Shapley) when they fit; the Walsh-basis
+    Gaussian-process fit where
+    :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp` takes it;
+    otherwise (more features, or fewer pairs than features) antithetic
+    permutations below
     :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
     orderings); otherwise no plan here and ``"cubic"``.
     """
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
-    if d <= MAX_FEATURES and count // 2 >= d and evaluations < AUTO_WALSH_GP_BELOW * d:
+    if auto_walsh_gp(d, count // 2):
         return walsh_gp_plan(d, count // 2, generator, device), "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)

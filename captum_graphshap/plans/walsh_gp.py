@@ -21,7 +21,10 @@ odd part is linear), it uses every parity of order three and up at once,
 shrunk by its prior instead of chosen, and efficiency holds because the full
 coalition is observed. The scale ``s`` is profiled out and the prior's shape
 (``decay`` and the relevance's power) is chosen per example by the restricted
-likelihood over a grid of six.
+likelihood over a grid of four (on :data:`SELECTION_ROWS` evenly spaced rows
+when there are more). The covariance of two coalitions depends only on where
+they agree, so up to ``2 log2(rows)`` features it is read from a table of the
+``2^d`` agreement patterns (:func:`pattern_covariances`).
 
 Measured (relative L1 error over shapiq's ``kADDSHAP``'s, 6 explicands x 2
 seeds, on nine development models built by ``benchmarks/estimators.py``'s
@@ -35,11 +38,13 @@ three by 1-6%. Re-measured with the interaction-weighted relevance
 (2026-11-25, 10 explicands x 2 seeds): at 24 d it won on seven of nine
 (0.14-0.88; 1.02 and 1.75 on the digits CNNs), at 32 d on eight (0.16-0.96;
 1.19 on the digits SiLU CNN), at 64 d (1,024 evaluations) on all nine
-(0.21-0.93), but its cost grows as the pairs cubed: 0.27 s for 10
-explicands at 32 d against the cubic fit's tens of milliseconds, 1.1-1.3 s
-at 64 d. So ``estimator="auto"`` uses it below :data:`AUTO_WALSH_GP_BELOW`
-``d`` evaluations only, where it is cheap (:class:`BayesShap` uses it up to
-512 pairs, for its intervals).
+(0.21-0.93). Its cost grew as the pairs cubed (1.1-1.3 s for 10 explicands
+at 1,024 evaluations, six priors of 512 rows built feature by feature); with
+the pattern table, the choice on 256 rows and four priors it is about 0.13 s,
+below kADDSHAP's, so ``estimator="auto"`` uses it up to
+:data:`AUTO_WALSH_GP_MAX_PAIRS` pairs for ``d`` up to
+:data:`AUTO_WALSH_GP_FEATURES` (below :data:`AUTO_WALSH_GP_BELOW` ``d``
+evaluations above, where the covariances are built feature by feature).
 """
 
 from __future__ import annotations
@@ -55,7 +60,10 @@ from .regression_adjusted import MAX_PAIRWISE_FIT_FEATURES, even_pairwise
 from .sampling import kernel_shapley, stratified_paired_coalitions
 
 #: The ratio of prior variances from order ``k`` to ``k + 2`` for ``k >= 3``.
-ORDER_DECAYS = (0.01, 0.1, 1.0)
+#: A third decay, 1.0, was dropped: on the development models the error without
+#: it was 0.97-1.02 of the error with it at 4 d, 0.98-1.00 at 256 and
+#: 0.99-1.00 at 1,024 evaluations (3 seeds x 10 explicands), for a third less work.
+ORDER_DECAYS = (0.01, 0.1)
 #: Relevance ``r_j = (|phi_j| / mean |phi| + floor) ** power``, power from these.
 RELEVANCE_POWERS = (1.0, 2.0)
 RELEVANCE_FLOOR = 0.05
@@ -82,8 +90,23 @@ MAX_ORDER = 7
 #: exact, but the covariance is near-singular when the prior is near-linear).
 JITTER = 1e-10
 #: ``estimator="auto"`` uses this fit below this many evaluations per feature
-#: (and the cubic fit from there), for ``d`` up to :data:`MAX_FEATURES`.
+#: (and the cubic fit from there), for ``d`` up to :data:`MAX_FEATURES` ...
 AUTO_WALSH_GP_BELOW = 20
+#: ... and, up to :data:`AUTO_WALSH_GP_FEATURES` features, up to this many
+#: complementary pairs (1,026 evaluations); :class:`BayesShap`'s ``"auto"``
+#: uses it up to this many pairs for every ``d`` up to :data:`MAX_FEATURES`.
+#: Its error over the cubic fit's on the development models (d = 13 and 16,
+#: 10 explicands x 2 seeds): 0.16-1.76 at 384 evaluations (losing on the
+#: digits CNNs and one Friedman ReLU: 1.76, 1.19, 1.10), 0.18-1.29 at 512,
+#: 0.19-0.90 at 768 and 0.21-0.94 at 1,024. Above 512 pairs the cubic fit is
+#: cheaper by the pairs cubed.
+AUTO_WALSH_GP_MAX_PAIRS = 512
+#: Up to this many features the covariances at :data:`AUTO_WALSH_GP_MAX_PAIRS`
+#: pairs are read from the table of agreement patterns
+#: (:func:`pattern_covariances`) and cost about 15 ms per example at d = 16
+#: (one thread): there ``"auto"`` keeps this fit up to that many pairs.
+#: Above, each covariance is built feature by feature, 2-3 times slower.
+AUTO_WALSH_GP_FEATURES = 16
 #: Above this many features ``"auto"`` does not use this fit: the covariance's
 #: cost (pairs^2 * d * order per example, at ``20 d`` evaluations pairs ~ 10 d)
 #: grows as d^3. Up to it, it still wins: on MLPs trained on a synthetic
@@ -105,6 +128,14 @@ MAX_WORK = 2**26
 RIDGE = 1e-9
 #: Floats of covariance work per chunk of examples (about 256 MiB in float64).
 CHUNK_FLOATS = 32 * 1024 * 1024
+#: With more observed rows than this, the prior is chosen by the restricted
+#: likelihood on this many of them (evenly spaced over the sizes, and the full
+#: coalition), and only the chosen prior is factorised on every row: four
+#: factorisations of 256 rows and one of 512 instead of four of 512 at 1,024
+#: evaluations. On the development models at 1,024 evaluations (10 explicands x
+#: 2 seeds, six priors then) the error over the whole grid's was 0.97-1.09
+#: (192 rows: 0.98-1.18, 128 rows: 1.00-1.40).
+SELECTION_ROWS = 256
 
 
 def add_feature(sums: Tensor, weight: Tensor) -> None:
@@ -157,6 +188,22 @@ def drawn_pairs(num_features: int, pairs: int) -> int:
     """The pairs :func:`walsh_gp_design` draws for ``pairs``: every pair there is,
     when ``pairs`` covers them."""
     return min(pairs, 2 ** (num_features - 1) - 1) if num_features <= 62 else pairs
+
+
+def auto_walsh_gp(num_features: int, pairs: int) -> bool:
+    """Whether ``estimator="auto"`` fits this process to ``pairs`` stratified pairs.
+
+    From :func:`fewest_pairs`; below :data:`AUTO_WALSH_GP_BELOW` ``d``
+    evaluations for ``d`` up to :data:`MAX_FEATURES`, and up to
+    :data:`AUTO_WALSH_GP_MAX_PAIRS` pairs for ``d`` up to
+    :data:`AUTO_WALSH_GP_FEATURES`.
+    """
+    d = num_features
+    if d > MAX_FEATURES or pairs < fewest_pairs(d):
+        return False
+    if d <= AUTO_WALSH_GP_FEATURES:
+        return pairs <= AUTO_WALSH_GP_MAX_PAIRS
+    return 2 * pairs + 2 < AUTO_WALSH_GP_BELOW * d
 
 
 def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
@@ -333,38 +380,88 @@ def posterior_means(
     likelihood.
     """
     d = signs.shape[1]
-    examples = odd.shape[0]
     top = min(MAX_ORDER, d)
     powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=signs.device)
     relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
     relevance = relevance / relevance.mean(dim=-1, keepdim=True)
     grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(signs.device)
-    factor, info = _factored_covariances(signs, relevance, grid, top)
-    fit = _kriging(signs, odd, factor, info)
-    pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
-    power_pick, decay_pick = pick // len(ORDER_DECAYS), pick % len(ORDER_DECAYS)
-    chosen = (torch.arange(examples, device=signs.device), power_pick, decay_pick)
-    if not bool(torch.isfinite(fit.likelihood[chosen]).all()):
+    grid = grid.expand(odd.shape[0], -1, -1)  # (E, G, top + 1)
+    best = _best_prior(signs, odd, relevance, grid, top)
+    if not bool(torch.isfinite(best.likelihood).all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
     # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
-    picked = relevance[chosen[:2]]  # (E, d)
-    signed = picked[:, None, :] * signs  # (E, rows, d): r_j x_j
+    signed = best.relevance[:, None, :] * signs  # (E, rows, d): r_j x_j
     cross = signed[..., None] * leave_one_out_symmetric(
         signed, elementary_symmetric(signed, top - 1)
     )
-    shapley_weights = grid[decay_pick, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
+    shapley_weights = best.variances[:, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
     covariance = torch.einsum("epik,ek->epi", cross, shapley_weights)  # (E, rows, d)
-    mean = 2 * fit.linear[chosen][..., 0] + torch.einsum(
-        "epi,ep->ei", covariance, fit.inverse_residual[chosen]
-    )
+    mean = 2 * best.linear[..., 0] + torch.einsum("epi,ep->ei", covariance, best.inverse_residual)
     if not variance:
         return mean, None
     order_weights = shapley_weights * _shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
     spread = _posterior_variances(
-        signs, picked, order_weights, covariance, factor[chosen], fit.normal[chosen]
+        signs, best.relevance, order_weights, covariance, best.factor, best.normal
     )
-    scale_estimate = fit.quadratic[chosen] / max(1, signs.shape[0] - d)  # restricted s^2
+    scale_estimate = best.quadratic / max(1, signs.shape[0] - d)  # restricted s^2
     return mean, scale_estimate[:, None] * spread
+
+
+class _Prior(NamedTuple):
+    """Each example's chosen prior ``(E, ...)`` and universal kriging under it."""
+
+    relevance: Tensor  # (E, d)
+    variances: Tensor  # (E, top + 1) per order
+    likelihood: Tensor  # (E,) restricted; -inf where it failed
+    linear: Tensor  # (E, d, 1)
+    inverse_residual: Tensor  # (E, rows)
+    normal: Tensor  # (E, d, d)
+    quadratic: Tensor  # (E,)
+    factor: Tensor  # (E, rows, rows)
+
+
+def _best_prior(signs: Tensor, odd: Tensor, relevance: Tensor, grid: Tensor, top: int) -> _Prior:
+    """The prior of ``relevance`` ``(E, W, d)`` x ``grid`` ``(E, G, top + 1)`` of highest
+    restricted likelihood, per example, and the kriging under it on every row.
+
+    Above :data:`SELECTION_ROWS` rows the choice is made on that many of them.
+    """
+    rows = signs.shape[0]
+    if rows <= SELECTION_ROWS or relevance.shape[1] * grid.shape[1] == 1:
+        return _best_of_grid(signs, odd, relevance, grid, top)
+    # evenly spaced over the pairs (drawn size by size, so every size keeps its share)
+    # and the full coalition, the last row
+    spaced = torch.linspace(0, rows - 2, SELECTION_ROWS - 1, device=signs.device).round().long()
+    subset = torch.cat([spaced, spaced.new_full((1,), rows - 1)])
+    pre = _best_of_grid(signs[subset], odd[:, subset], relevance, grid, top)
+    best = _best_of_grid(signs, odd, pre.relevance[:, None], pre.variances[:, None], top)
+    failed = ~torch.isfinite(best.likelihood)
+    if bool(failed.any()):  # not positive definite on every row: the whole grid there
+        again = _best_of_grid(signs, odd[failed], relevance[failed], grid[failed], top)
+        best = _Prior(*(field.clone() for field in best))
+        for field, retried in zip(best, again):
+            field[failed] = retried
+    return best
+
+
+def _best_of_grid(signs: Tensor, odd: Tensor, relevance: Tensor, grid: Tensor, top: int) -> _Prior:
+    """:func:`_best_prior` with the choice made on every row: every prior factorised."""
+    factor, info = _factored_covariances(signs, relevance, grid, top)
+    fit = _kriging(signs, odd, factor, info)
+    pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+    examples = torch.arange(odd.shape[0], device=signs.device)
+    power_pick, decay_pick = pick // grid.shape[1], pick % grid.shape[1]
+    chosen = (examples, power_pick, decay_pick)
+    return _Prior(
+        relevance[examples, power_pick],
+        grid[examples, decay_pick],
+        fit.likelihood[chosen],
+        fit.linear[chosen],
+        fit.inverse_residual[chosen],
+        fit.normal[chosen],
+        fit.quadratic[chosen],
+        factor[chosen],
+    )
 
 
 def _posterior_variances(
@@ -387,7 +484,7 @@ def _posterior_variances(
     # v_i = sum_k sigma_k (2 / k)^2 r_i e_(k-1)(r_j, j != i)
     without = leave_one_out_symmetric(relevance, elementary_symmetric(relevance, top - 1))
     prior = relevance * torch.einsum("eik,ek->ei", without, order_weights)
-    solved = torch.cholesky_solve(covariance, factor)  # K^-1 c_i
+    solved = _cholesky_solve(covariance, factor)  # K^-1 c_i
     explained = (covariance * solved).sum(dim=1)
     eye = torch.eye(d, dtype=torch.float64, device=signs.device)
     lift = 2 * eye - signs.T @ solved  # (E, d, d): column i is g_i
@@ -400,25 +497,14 @@ def _factored_covariances(
 ) -> tuple[Tensor, Tensor]:
     """Cholesky factors ``(E, W, G, rows, rows)`` of every prior's covariance, and their info.
 
-    The covariance of two coalitions is ``sum_k sigma_k e_k(r_j x_j x'_j)``;
-    a factorisation that failed (``info != 0``) is replaced by the identity.
+    ``relevance`` ``(E, W, d)``, ``grid`` ``(E, G, top + 1)``. A factorisation
+    that failed (``info != 0``) is replaced by the identity.
     """
-    rows = signs.shape[0]
-    device = signs.device
-    # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
-    # symmetric), built feature by feature
-    first, second = torch.triu_indices(rows, rows, device=device)
-    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
-    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
-    by_order[0] = 1.0
-    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
-        add_feature(by_order, relevance[..., j, None] * agree[:, j])
-    packed = torch.einsum("gk,kewn->ewgn", grid, by_order)
-    del by_order
-    # the factorisation reads the lower triangle only: one scatter, the rest left zero
-    covariances = packed.new_zeros(*packed.shape[:3], rows, rows)  # (E, W, G, rows, rows)
-    covariances[..., second, first] = packed
-    del packed
+    rows, d = signs.shape
+    if 2**d <= rows * rows:  # the table of patterns is no larger than a covariance
+        covariances = pattern_covariances(signs, relevance, grid, top)
+    else:
+        covariances = _built_covariances(signs, relevance, grid, top)
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
     level = diagonal.mean(dim=-1)
@@ -427,8 +513,73 @@ def _factored_covariances(
     del covariances
     failed = info != 0
     if bool(failed.any()):  # dropped by the caller; the identity meanwhile
-        factor[failed] = torch.eye(rows, dtype=torch.float64, device=device)
+        factor[failed] = torch.eye(rows, dtype=torch.float64, device=signs.device)
     return factor, info
+
+
+def pattern_tables(relevance: Tensor, max_order: int) -> Tensor:
+    """``(..., 2^h, max_order + 1)``: ``e_k(r_j (-1)^(c_j))`` for every bit pattern ``c``.
+
+    ``relevance`` ``(..., h)``; bit ``j`` of ``c`` set means feature ``j``
+    disagrees (``x_j x'_j = -1``). Built by doubling, one feature at a time:
+    ``2^h x max_order`` operations in all.
+    """
+    table = relevance.new_zeros(*relevance.shape[:-1], 1, max_order + 1)
+    table[..., 0, 0] = 1.0
+    for j in range(relevance.shape[-1]):
+        weight = relevance[..., j, None, None]
+        shifted = torch.nn.functional.pad(table[..., :-1], (1, 0))  # e_(k-1)
+        table = torch.cat([table + weight * shifted, table - weight * shifted], dim=-2)
+    return table
+
+
+def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """Every prior's covariance ``(E, W, G, rows, rows)`` read from a table of patterns.
+
+    The covariance of two coalitions depends only on where they agree,
+    ``sum_k sigma_k e_k(r_j x_j x'_j)``. Split the features in two halves:
+    ``e_k`` of the whole is the convolution of the halves' ``e_i`` and
+    ``e_(k-i)``, so the table over all ``2^d`` patterns is
+    ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
+    the Hankel matrix of ``sigma``), and each covariance is one gather from it.
+    """
+    rows, d = signs.shape
+    half = d // 2
+    member = (signs > 0).long()
+    bits = torch.arange(d, device=signs.device)
+    codes_a = (member[:, :half] << bits[:half]).sum(dim=1)
+    codes_b = (member[:, half:] << bits[: d - half]).sum(dim=1)
+    patterns = ((codes_a[:, None] ^ codes_a) << (d - half)) | (codes_b[:, None] ^ codes_b)
+    orders = torch.arange(top + 1, device=signs.device)
+    total = orders[:, None] + orders
+    hankel = torch.where(total <= top, grid[..., total.clamp_max(top)], 0.0)  # (E, G, K, K)
+    first = pattern_tables(relevance[..., :half], top)  # (E, W, 2^half, K)
+    second = pattern_tables(relevance[..., half:], top)  # (E, W, 2^(d-half), K)
+    weighted = torch.einsum("egil,ewbl->ewgbi", hankel, second)
+    table = (first[:, :, None] @ weighted.mT).flatten(-2)  # (E, W, G, 2^d)
+    flat = table.flatten(0, 2)
+    read = torch.gather(flat, 1, patterns.flatten()[None].expand(flat.shape[0], -1))
+    return read.view(*table.shape[:3], rows, rows)
+
+
+def _built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """Every prior's covariance ``(E, W, G, rows, rows)``, lower triangle, built feature
+    by feature (``rows^2 / 2 x d x order``): where ``2^d`` patterns outnumber them."""
+    rows = signs.shape[0]
+    # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
+    # symmetric), built feature by feature
+    first, second = torch.triu_indices(rows, rows, device=signs.device)
+    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
+    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
+    by_order[0] = 1.0
+    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
+        add_feature(by_order, relevance[..., j, None] * agree[:, j])
+    packed = torch.einsum("egk,kewn->ewgn", grid, by_order)
+    del by_order
+    # the factorisation reads the lower triangle only: one scatter, the rest left zero
+    covariances = packed.new_zeros(*packed.shape[:3], rows, rows)
+    covariances[..., second, first] = packed
+    return covariances
 
 
 class _Kriging(NamedTuple):
@@ -445,7 +596,7 @@ def _kriging(signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor) -> _Krigi
     """Universal kriging under every prior (see :class:`_Kriging`)."""
     rows, d = signs.shape
     target = odd[:, None, None, :, None].expand(-1, *factor.shape[1:3], -1, -1)
-    solved = torch.cholesky_solve(
+    solved = _cholesky_solve(
         torch.cat([signs.expand(*factor.shape[:3], -1, -1), target], dim=-1), factor
     )
     inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
@@ -468,6 +619,13 @@ def _kriging(signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor) -> _Krigi
     ok = (info == 0) & (singular == 0) & torch.isfinite(likelihood)
     likelihood = torch.where(ok, likelihood, -torch.inf)
     return _Kriging(linear, inverse_residual, likelihood, normal, quadratic)
+
+
+def _cholesky_solve(rhs: Tensor, factor: Tensor) -> Tensor:
+    """``K^-1 rhs`` from ``K``'s lower Cholesky factor: two triangular solves, which
+    torch runs about twice as fast as ``torch.cholesky_solve`` (same result)."""
+    half = torch.linalg.solve_triangular(factor, rhs, upper=False)
+    return torch.linalg.solve_triangular(factor.mT, half, upper=True)
 
 
 def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
