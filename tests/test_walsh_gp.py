@@ -137,10 +137,16 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     original = walsh_gp.posterior_means
 
     def spy(
-        signs_: torch.Tensor, odd_: torch.Tensor, scale_: torch.Tensor, variance: bool = False
+        signs_: torch.Tensor,
+        odd_: torch.Tensor,
+        scale_: torch.Tensor,
+        variance: bool = False,
+        *,
+        triples: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        assert triples is None  # 20 pairs < 6 d: no triple weights
         captured["scale"] = scale_[0]
-        return original(signs_, odd_, scale_, variance)
+        return original(signs_, odd_, scale_, variance, triples=triples)
 
     monkeypatch.setattr(walsh_gp, "posterior_means", spy)
     plan.estimator(values)
@@ -166,6 +172,77 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     want = 2 * beta + members @ torch.diag(prior) @ basis.T @ inv @ residual
     want = want + ((values[0, 1] - values[0, 0]) - want.sum()) / d
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)
+
+
+def test_reweighted_triples_are_kriging_with_those_parities_variances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With triple weights, the prior of highest restricted likelihood among the plain
+    and the reweighted one is chosen, and its mean and variance equal the kriging
+    written with an explicit basis of parities whose order-three variances are
+    ``r_i r_j r_k m_T``."""
+    monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
+    monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
+    d = 7  # 57 parities of order three and up: the covariance of 31 rows has full rank
+    g = torch.Generator().manual_seed(0)
+    # one coalition of each complementary pair (feature d - 1 out), as the design draws them
+    codes = torch.randperm(2 ** (d - 1) - 1, generator=g)[:30] + 1
+    member = (codes[:, None] >> torch.arange(d)) & 1
+    signs = torch.cat([member, torch.ones(1, d, dtype=torch.long)]).double() * 2 - 1
+    # an odd part with one strong triple, (0, 1, 2), and a weak one
+    odd = 0.5 * signs[:, 0] - 0.3 * signs[:, 1] + 2.0 * signs[:, :3].prod(1)
+    odd = (odd + 0.1 * signs[:, 3:].prod(1))[None]
+    scale = torch.ones(1, d, dtype=torch.float64)
+    triples = walsh_gp.triple_parities(d, torch.device("cpu"))
+    weights = torch.full((1, len(triples)), 0.2, dtype=torch.float64)
+    weights[0, 0] = 5.0  # (0, 1, 2) comes first
+    mean, spread = walsh_gp.posterior_means(signs, odd, scale, True, triples=weights)
+    assert spread is not None
+
+    parities = [t for k in (1, 3, 5, 7) for t in itertools.combinations(range(d), k)]
+    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
+    relevance = (1 + walsh_gp.RELEVANCE_FLOOR) / (1 + walsh_gp.RELEVANCE_FLOOR)  # all equal
+    members = torch.tensor(
+        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
+    )
+    linear = torch.tensor([len(t) == 1 for t in parities])
+    fits = []
+    for weighted in (False, True):
+        prior = torch.tensor(
+            [
+                0.0 if len(t) == 1 else 0.1 ** ((len(t) - 3) // 2) * relevance ** len(t)
+                for t in parities
+            ],
+            dtype=torch.float64,
+        )
+        if weighted:
+            prior[~linear & (basis.new_tensor([len(t) for t in parities]) == 3)] *= weights[0]
+        kernel = basis @ torch.diag(prior) @ basis.T
+        kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
+        inverse = torch.linalg.inv(kernel)
+        x = signs
+        normal = x.T @ inverse @ x
+        beta = torch.linalg.solve(normal, x.T @ inverse @ odd[0])
+        residual = odd[0] - x @ beta
+        quadratic = residual @ inverse @ residual
+        rows = len(basis)
+        likelihood = (
+            -0.5 * (rows - d) * torch.log(quadratic)
+            - 0.5 * torch.linalg.slogdet(kernel)[1]
+            - 0.5 * torch.linalg.slogdet(normal)[1]
+        )
+        cross = members @ torch.diag(prior) @ basis.T  # Cov(phi_i, u) for order >= 3
+        want_mean = 2 * beta + cross @ inverse @ residual
+        lift = 2 * torch.eye(d, dtype=torch.float64) - x.T @ inverse @ cross.T
+        variance = (
+            (members**2 @ prior)
+            - (cross @ inverse @ cross.T).diagonal()
+            + (lift * torch.linalg.solve(normal, lift)).sum(0)
+        )
+        fits.append((float(likelihood), want_mean, quadratic / (rows - d) * variance))
+    assert fits[1][0] > fits[0][0] + 1  # the reweighted prior explains the strong triple
+    torch.testing.assert_close(mean[0], fits[1][1], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(spread[0], fits[1][2], rtol=1e-9, atol=1e-12)
 
 
 def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +273,7 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
         values[:, 1],
         torch.cat([weights, weights]),
     )
-    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside[None], outside[None])[0]
+    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside[None], outside[None])[0][0]
     relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** 2
     relevance = relevance / relevance.mean()
     parities = [t for k in (1, 3, 5) for t in itertools.combinations(range(d), k)]
@@ -287,13 +364,15 @@ def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
         torch.cat([sampled, ~sampled]), torch.cat([inside, outside], 1), values[:, 0],
         values[:, 1], torch.cat([weights, weights]),
     )  # fmt: skip
-    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside, outside)
+    scale, _ = walsh_gp._relevance_scale(sampled, weights, linear, inside, outside)
     likelihood = {}
     for power, decay in whole:
         relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** power
         relevance = (relevance / relevance.mean())[:, None]
         grid = walsh_gp.order_variances(d, decay)[None, None]
-        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], relevance, grid, min(7, d))
+        none = torch.zeros(1, 1, dtype=torch.bool)
+        priors = walsh_gp._Priors(relevance, grid, relevance.new_zeros(1, 0), none)
+        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d))
         likelihood[power, decay] = float(fit.likelihood[0])
     assert matches[0] == max(likelihood, key=likelihood.__getitem__), likelihood
 
@@ -309,10 +388,10 @@ def test_prior_failing_on_every_row_falls_back_to_the_whole_grid(
     original = walsh_gp._factored_covariances
 
     def failing_on_every_row(
-        signs: torch.Tensor, relevance: torch.Tensor, grid: torch.Tensor, top: int
+        signs: torch.Tensor, priors: walsh_gp._Priors, top: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        factor, info = original(signs, relevance, grid, top)
-        if len(signs) == pairs + 1 and relevance.shape[:2] == (2, 1):  # the chosen priors
+        factor, info = original(signs, priors, top)
+        if len(signs) == pairs + 1 and priors.relevance.shape[:2] == (2, 1):  # the chosen
             info = info.clone()
             info[0] = 1  # the first example's chosen prior is not positive definite there
         return factor, info
