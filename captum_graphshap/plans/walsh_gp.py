@@ -433,18 +433,7 @@ def posterior_means(
     """
     d = signs.shape[1]
     top = min(MAX_ORDER, d)
-    powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=signs.device)
-    relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
-    relevance = relevance / relevance.mean(dim=-1, keepdim=True)
-    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(signs.device)
-    grid = grid.expand(odd.shape[0], -1, -1)  # (E, G, top + 1)
-    # each triple's extra weight beyond r_i r_j r_k, for the shapes that take it
-    excess = odd.new_zeros(len(odd), 0)  # (E, T): none
-    reweighted = torch.zeros(grid.shape[:2], dtype=torch.bool, device=signs.device)
-    if triples is not None:
-        grid, excess = torch.cat([grid, grid], dim=1), triples - 1
-        reweighted = torch.cat([reweighted, ~reweighted], dim=1)
-    best = _best_prior(signs, odd, _Priors(relevance, grid, excess, reweighted), top)
+    best = _best_prior(signs, odd, _candidate_priors(scale, triples), top)
     if not bool(torch.isfinite(best.likelihood).all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
     # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
@@ -479,6 +468,23 @@ class _Priors(NamedTuple):
     grid: Tensor  # (E, G, top + 1) variance per order
     excess: Tensor  # (E, T) extra weight on each triple beyond r_i r_j r_k (T = 0: none)
     reweighted: Tensor  # (E, G) bool: the shapes whose triples take the excess
+
+
+def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
+    """The grid: :data:`RELEVANCE_POWERS` x :data:`ORDER_DECAYS`, and with ``triples``
+    each shape once more with the triples reweighted."""
+    d = scale.shape[1]
+    powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=scale.device)
+    relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
+    relevance = relevance / relevance.mean(dim=-1, keepdim=True)
+    grid = torch.stack([order_variances(d, decay) for decay in ORDER_DECAYS]).to(scale.device)
+    grid = grid.expand(len(scale), -1, -1)  # (E, G, top + 1)
+    excess = scale.new_zeros(len(scale), 0)  # (E, T): none
+    reweighted = torch.zeros(grid.shape[:2], dtype=torch.bool, device=scale.device)
+    if triples is not None:
+        grid, excess = torch.cat([grid, grid], dim=1), triples - 1
+        reweighted = torch.cat([reweighted, ~reweighted], dim=1)
+    return _Priors(relevance, grid, excess, reweighted)
 
 
 class _Prior(NamedTuple):
