@@ -93,8 +93,9 @@ SMALL_SIZES_BELOW = 3
 #: |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``. The likelihood picks, per
 #: example, between the reweighted and the plain prior. On the development
 #: models at 256 evaluations (10 explicands) the error fell to 0.42-1.00 of the
-#: plain grid's (geometric mean 0.80; the square: 1.0 gave 0.55-1.01, the cube
-#: 0.42-1.06).
+#: plain grid's (geometric mean 0.80; the first power instead of the square
+#: gave 0.55-1.01, the cube 0.42-1.06). Not above :data:`SELECTION_ROWS` rows:
+#: at 1,024 evaluations it gave 0.71-1.12, for eight factorisations instead of four.
 TRIPLE_MAX_FEATURES = 32
 TRIPLE_FLOOR = 0.1
 #: Parities above this order are left out of the prior: each order costs a
@@ -549,12 +550,11 @@ def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Pri
     )
 
 
-def _triple_members(num_features: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """``(T, 3)`` the triples and ``(T, d)`` their membership (0 / 1)."""
+def _triple_members(num_features: int, device: torch.device) -> Tensor:
+    """``(T, d)`` which features each triple holds (0 / 1)."""
     triples = triple_parities(num_features, device)
     members = torch.zeros(len(triples), num_features, dtype=torch.float64, device=device)
-    members.scatter_(1, triples, 1.0)
-    return triples, members
+    return members.scatter_(1, triples, 1.0)
 
 
 def _triple_mass(relevance: Tensor, order_three: Tensor, excess: Tensor) -> Tensor:
@@ -570,7 +570,7 @@ def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
     if best.excess.shape[-1] == 0 or not bool(best.excess.any()):
         return None
     mass = _triple_mass(best.relevance, best.variances[:, 3], best.excess)
-    return mass, _triple_members(signs.shape[1], signs.device)[1]
+    return mass, _triple_members(signs.shape[1], signs.device)
 
 
 def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
