@@ -96,7 +96,9 @@ SMALL_SIZES_BELOW = 3
 #: plain grid's (geometric mean 0.80; the first power instead of the square
 #: gave 0.55-1.01, the cube 0.42-1.06). Not above :data:`SELECTION_ROWS` rows:
 #: at 1,024 evaluations it gave 0.71-1.12, for eight factorisations instead of four.
-TRIPLE_MAX_FEATURES = 32
+#: Up to 16 features, where it was measured (d = 13 and 16): the extra product
+#: costs ``rows^2 x C(d, 3)`` per prior, 4x the whole fit at d = 32, 254 pairs.
+TRIPLE_MAX_FEATURES = 16
 TRIPLE_FLOOR = 0.1
 #: Parities above this order are left out of the prior: each order costs a
 #: pass over the ``(pairs, pairs)`` covariance, and from order three on the
@@ -346,9 +348,12 @@ def walsh_gp_posterior(
     triples = None
     if interactions is not None and rows <= SELECTION_ROWS:
         triples = triple_weights(interactions)
-    # examples per chunk: the covariances take (powers x decays x rows^2 x orders) floats each
+    # examples per chunk: the covariances take (priors + powers x orders) x rows^2 floats
+    # each, and the reweighted triples' product powers x rows x triples more
     priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * (1 if triples is None else 2)
     per_example = (priors + len(RELEVANCE_POWERS) * (MAX_ORDER + 1)) * rows * rows
+    if triples is not None:
+        per_example += len(RELEVANCE_POWERS) * rows * triples.shape[1]
     chunk = max(1, CHUNK_FLOATS // per_example)
     parts = [
         posterior_means(
