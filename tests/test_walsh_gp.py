@@ -201,22 +201,19 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
 
     parities = [t for k in (1, 3, 5, 7) for t in itertools.combinations(range(d), k)]
     basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
-    relevance = (1 + walsh_gp.RELEVANCE_FLOOR) / (1 + walsh_gp.RELEVANCE_FLOOR)  # all equal
+    orders = torch.tensor([len(t) for t in parities])
     members = torch.tensor(
         [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
     )
-    linear = torch.tensor([len(t) == 1 for t in parities])
     fits = []
     for weighted in (False, True):
+        # equal scales: every relevance is 1 once normalised, so r_T = 1
         prior = torch.tensor(
-            [
-                0.0 if len(t) == 1 else 0.1 ** ((len(t) - 3) // 2) * relevance ** len(t)
-                for t in parities
-            ],
+            [0.0 if len(t) == 1 else 0.1 ** ((len(t) - 3) // 2) for t in parities],
             dtype=torch.float64,
         )
         if weighted:
-            prior[~linear & (basis.new_tensor([len(t) for t in parities]) == 3)] *= weights[0]
+            prior[orders == 3] *= weights[0]
         kernel = basis @ torch.diag(prior) @ basis.T
         kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
         inverse = torch.linalg.inv(kernel)
