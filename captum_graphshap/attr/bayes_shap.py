@@ -15,12 +15,10 @@ from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.walsh_gp import (
-    AUTO_WALSH_GP_MAX_PAIRS,
-    MAX_FEATURES,
     check_walsh_gp_pairs,
     drawn_pairs,
-    fewest_pairs,
     walsh_gp_design,
+    walsh_gp_in_reach,
 )
 from ..uncertainty.bayes import (
     DEFAULT_MAX_SAMPLES,
@@ -237,9 +235,9 @@ def _uses_walsh_gp(options: BayesShapOptions, d: int, samples: int) -> bool:
         return False
     if options.estimator == "walsh_gp":
         return True
-    if options.focused or options.target_width is not None or d > MAX_FEATURES:
+    if options.focused or options.target_width is not None:
         return False
-    return fewest_pairs(d) <= drawn_pairs(d, samples // 2) <= AUTO_WALSH_GP_MAX_PAIRS
+    return walsh_gp_in_reach(d, drawn_pairs(d, samples // 2))
 
 
 def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, float | None]:

@@ -217,11 +217,17 @@ def auto_walsh_gp(num_features: int, pairs: int) -> bool:
     :data:`AUTO_WALSH_GP_FEATURES`.
     """
     d = num_features
-    if d > MAX_FEATURES or pairs < fewest_pairs(d):
+    if not walsh_gp_in_reach(d, pairs):
         return False
-    if d <= AUTO_WALSH_GP_FEATURES:
-        return pairs <= AUTO_WALSH_GP_MAX_PAIRS
-    return 2 * pairs + 2 < AUTO_WALSH_GP_BELOW * d
+    return d <= AUTO_WALSH_GP_FEATURES or 2 * pairs + 2 < AUTO_WALSH_GP_BELOW * d
+
+
+def walsh_gp_in_reach(num_features: int, pairs: int) -> bool:
+    """Up to :data:`MAX_FEATURES` features, from :func:`fewest_pairs` to
+    :data:`AUTO_WALSH_GP_MAX_PAIRS` pairs: where an ``"auto"`` may take this fit
+    (:class:`BayesShap`'s everywhere there, :func:`auto_walsh_gp` a part)."""
+    d = num_features
+    return d <= MAX_FEATURES and fewest_pairs(d) <= pairs <= AUTO_WALSH_GP_MAX_PAIRS
 
 
 def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
@@ -562,11 +568,10 @@ def _triple_members(num_features: int, device: torch.device) -> Tensor:
     return members.scatter_(1, triples, 1.0)
 
 
-def _triple_mass(relevance: Tensor, order_three: Tensor, excess: Tensor) -> Tensor:
-    """``(..., T)`` each triple's extra prior variance ``sigma_3 r_i r_j r_k x_T``."""
+def _triple_mass(relevance: Tensor, excess: Tensor) -> Tensor:
+    """``(..., T)`` each triple's extra prior variance over ``sigma_3``: ``r_i r_j r_k x_T``."""
     i, j, k = triple_parities(relevance.shape[-1], relevance.device).T
-    products = relevance[..., i] * relevance[..., j] * relevance[..., k]
-    return order_three[..., None] * products * excess
+    return relevance[..., i] * relevance[..., j] * relevance[..., k] * excess
 
 
 def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
@@ -574,7 +579,7 @@ def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
     the triples' members; None where no triple was reweighted."""
     if best.excess.shape[-1] == 0 or not bool(best.excess.any()):
         return None
-    mass = _triple_mass(best.relevance, best.variances[:, 3], best.excess)
+    mass = best.variances[:, 3, None] * _triple_mass(best.relevance, best.excess)
     return mass, _triple_members(signs.shape[1], signs.device)
 
 
@@ -620,8 +625,7 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     if bool(reweighted.any()):
         # one product per relevance, scaled by each reweighted shape's sigma_3
         parities = signs[:, triple_parities(d, signs.device)].prod(dim=-1)  # (rows, T)
-        unit = relevance.new_ones(relevance.shape[:2])
-        mass = _triple_mass(relevance, unit, excess[:, None])  # (E, W, T)
+        mass = _triple_mass(relevance, excess[:, None])  # (E, W, T)
         triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
         order_three = torch.where(reweighted, grid[..., 3], 0.0)  # (E, G)
         covariances += order_three[:, None, :, None, None] * triples[:, :, None]
