@@ -30,6 +30,7 @@ from ..uncertainty.intervals import check_confidence, student_t_quantile
 from ._options import check_flag, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
+from .guards import check_attribution_scale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +224,8 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
             perturbations_needed=None,
         )
         extras = {"half_width": half_width, "report": report}
-        return Outcome(posterior.mean, extras, per_feature=("half_width",))
+        mean = check_attribution_scale(type(self).__name__, values, posterior.mean)
+        return Outcome(mean, extras, per_feature=("half_width",))
 
 
 def _uses_walsh_gp(options: BayesShapOptions, d: int, samples: int) -> bool:

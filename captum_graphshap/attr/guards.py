@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
 from .result import Outcome
@@ -52,6 +53,56 @@ def check_finite_result(explainer: object, game: CoalitionGame, outcome: Outcome
                 f"({limit:.4g}) of the inputs' dtype, so they would come back infinite. Pass "
                 "inputs in float32 (inputs.float()), or scale the model's output down."
             )
+
+
+#: An estimate is refused as an internal error when some ``|phi_i|`` exceeds this
+#: many times the spread of the example's observed coalition values (see
+#: :func:`check_attribution_scale`).
+SCALE_BOUND = 100.0
+
+
+def attribution_scale_excess(values: Tensor, attributions: Tensor) -> Tensor:
+    """``(N,)`` bool: the examples whose attributions ``(N, ...)`` are larger than the
+    observed values ``(N, M)`` can justify.
+
+    A Shapley value is an average of marginal contributions, each at most the
+    spread ``max v - min v`` of the game's values, so ``|phi_i|`` above
+    :data:`SCALE_BOUND` times the spread over the evaluated rows (which hold
+    ``v(empty)``) can only come from an estimator amplifying rounding, a
+    null direction of its design say. A relative floor of ``1e-6 max |v|``
+    keeps a constant game's rounding-level estimate from counting.
+    """
+    values = values.reshape(values.shape[0], -1).to(torch.float64)
+    spread = values.amax(dim=1) - values.amin(dim=1)
+    floor = 1e-6 * values.abs().amax(dim=1) + 1e-12
+    largest = attributions.reshape(attributions.shape[0], -1).abs().amax(dim=1)
+    return largest.to(torch.float64) > SCALE_BOUND * spread + floor
+
+
+def check_attribution_scale(method: str, values: Tensor, attributions: Tensor) -> Tensor:
+    """Return ``attributions`` ``(N, d)``, or raise when an example's exceed what its
+    coalition values ``(N, M)`` justify (:func:`attribution_scale_excess`).
+
+    The shared guard of the regression estimators: a blow-up there is finite
+    and efficient, so no other check would see it; it is an internal error,
+    raised, never returned.
+    """
+    if values.dim() != 2 or values.shape[0] != attributions.shape[0] or values.numel() == 0:
+        return attributions  # per-example rows: no shared plan to bound by
+    excess = attribution_scale_excess(values, attributions)
+    finite = torch.isfinite(attributions.reshape(attributions.shape[0], -1)).all(dim=1)
+    excess = excess & finite  # non-finite results are check_finite_result's
+    if bool(excess.any()):
+        bad = excess.nonzero()[:, 0].tolist()
+        largest = float(attributions[excess].abs().max())
+        raise RuntimeError(
+            f"internal error: {method} estimated attributions up to {largest:.4g} for examples "
+            f"{bad[:20]}, above {SCALE_BOUND:g} x the spread of their observed coalition "
+            "values: the estimator amplified rounding error. Please report it with the class, "
+            "its options, the number of features and the budget; a larger budget or "
+            "ShapleySampling gives a sound estimate meanwhile."
+        )
+    return attributions
 
 
 #: layers whose output depends on train mode (batch statistics, random drops)

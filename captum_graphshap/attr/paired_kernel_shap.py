@@ -24,6 +24,7 @@ from ..plans.walsh_gp import auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
+from .guards import check_attribution_scale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +165,9 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             plan, estimator = auto_plan(d, count, options.generator, game.device)
             if plan is not None:
                 values = evaluate_plan(game, plan, show_progress, self.progress_desc)
-                return Outcome(plan.estimator(values))
+                return Outcome(
+                    check_attribution_scale(type(self).__name__, values, plan.estimator(values))
+                )
         if estimator == "kernel" and options.budget is not None:
             # budget= counts distinct evaluations: draw until they are all spent
             plan = filled_kernel_plan(d, count // 2, options.generator, game.device)
@@ -179,7 +182,8 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             triples = 0 if estimator == "stratified" else None
             pairs = (count + 1) // 2
             plan = cubic_kernel_plan(d, pairs, options.generator, game.device, triples=triples)
-        return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, self.progress_desc)))
+        values = evaluate_plan(game, plan, show_progress, self.progress_desc)
+        return Outcome(check_attribution_scale(type(self).__name__, values, plan.estimator(values)))
 
     @staticmethod
     def _samples(options: PairedKernelShapOptions, d: int) -> int:

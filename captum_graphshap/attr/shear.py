@@ -26,6 +26,7 @@ from ..plans.sampling import shear_plan
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget
+from .guards import check_attribution_scale
 from .renames import Renames
 
 #: ``estimator=`` choices of :class:`Shear`
@@ -213,7 +214,9 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
         extras = {}
         if options.return_derivative_evaluations:
             extras["derivative_evaluations"] = derivatives
-        return Outcome(plan.estimator(values), extras)
+        return Outcome(
+            check_attribution_scale(type(self).__name__, values, plan.estimator(values)), extras
+        )
 
     @staticmethod
     def _rows(options: ShearOptions, d: int, n_samples: int, derivatives: int) -> int:

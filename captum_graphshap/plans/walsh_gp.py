@@ -141,9 +141,14 @@ MAX_PAIRS = 2048
 #: ... and more than this ``d x pairs^2`` (the covariance's build), e.g. 1,024
 #: pairs above d = 64, 256 pairs above d = 1,024.
 MAX_WORK = 2**26
-#: Relative ridge on the linear parities' normal matrix when the drawn pairs leave it
-#: singular (two features never apart).
-RIDGE = 1e-9
+#: Draws of a design before one that leaves the linear parities unidentified is
+#: kept (then the fit's pseudo-inverse takes the minimum-norm split; see
+#: :func:`walsh_gp_design`).
+DESIGN_DRAWS = 32
+#: Eigenvalues of the linear parities' normal matrix below this share of its
+#: largest are treated as zero (a null direction of the design: the pseudo-inverse
+#: then leaves it out instead of amplifying rounding by 1e16).
+NULL_EIGENVALUE = 1e-11
 #: Floats of covariance work per chunk of examples (about 256 MiB in float64).
 CHUNK_FLOATS = 32 * 1024 * 1024
 #: With more observed rows than this, the prior is chosen by the restricted
@@ -284,13 +289,33 @@ def walsh_gp_design(
     num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
 ) -> WalshGPDesign:
     """``pairs`` stratified pairs; below :data:`SMALL_SIZES_BELOW` ``d`` pairs the
-    small sizes get more of them."""
+    small sizes get more of them.
+
+    A design whose coalitions (with the full one) leave the linear parities
+    unidentified (rank below ``d``: at ``d`` pairs, e.g. ``x_0 + x_3 = x_8 + x_9``
+    in every row) is redrawn, up to :data:`DESIGN_DRAWS` times: there the fit
+    could only guess the unseen direction. Drawn on the host, so the check
+    costs no device synchronisation.
+    """
     small_first = pairs < SMALL_SIZES_BELOW * num_features
-    return WalshGPDesign(
-        *stratified_paired_coalitions(
-            num_features, pairs, generator, device, small_first=small_first
+    cpu = torch.device("cpu")
+    for _ in range(DESIGN_DRAWS):
+        sampled, weights = stratified_paired_coalitions(
+            num_features, pairs, generator, cpu, small_first=small_first
         )
-    )
+        if identifies_linear_parities(sampled):
+            break
+    return WalshGPDesign(sampled.to(device), weights.to(device))
+
+
+def identifies_linear_parities(sampled: Tensor) -> bool:
+    """Whether the pairs ``(P, d)`` and the full coalition, in +-1, have rank ``d``."""
+    d = sampled.shape[1]
+    if sampled.shape[0] + 1 < d:
+        return False
+    full_row = torch.ones(1, d, dtype=torch.bool, device=sampled.device)
+    signs = torch.cat([sampled, full_row]).to(torch.float64) * 2 - 1
+    return int(torch.linalg.matrix_rank(signs)) == d
 
 
 def walsh_gp_plan(
@@ -468,7 +493,7 @@ def posterior_means(
     prior = _prior_variances(best.relevance, order_weights)
     if extra is not None:
         prior = prior + (4 / 9) * extra[0] @ extra[1]
-    spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal)
+    spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
     scale_estimate = best.quadratic / max(1, signs.shape[0] - d)  # restricted s^2
     return mean, scale_estimate[:, None] * spread
 
@@ -508,7 +533,7 @@ class _Prior(NamedTuple):
     likelihood: Tensor  # (E,) restricted; -inf where it failed
     linear: Tensor  # (E, d, 1)
     inverse_residual: Tensor  # (E, rows)
-    normal: Tensor  # (E, d, d)
+    normal_inverse: Tensor  # (E, d, d)
     quadratic: Tensor  # (E,)
     factor: Tensor  # (E, rows, rows)
 
@@ -555,7 +580,7 @@ def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Pri
         fit.likelihood[chosen],
         fit.linear[chosen],
         fit.inverse_residual[chosen],
-        fit.normal[chosen],
+        fit.normal_inverse[chosen],
         fit.quadratic[chosen],
         factor[chosen],
     )
@@ -593,7 +618,7 @@ def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
 
 
 def _posterior_variances(
-    signs: Tensor, prior: Tensor, covariance: Tensor, factor: Tensor, normal: Tensor
+    signs: Tensor, prior: Tensor, covariance: Tensor, factor: Tensor, normal_inverse: Tensor
 ) -> Tensor:
     """``Var(phi_i | u) / s^2`` ``(E, d)`` under universal kriging.
 
@@ -607,7 +632,7 @@ def _posterior_variances(
     explained = (covariance * solved).sum(dim=1)
     eye = torch.eye(d, dtype=torch.float64, device=signs.device)
     lift = 2 * eye - signs.T @ solved  # (E, d, d): column i is g_i
-    added = (lift * torch.linalg.solve(normal, lift)).sum(dim=1)
+    added = (lift * (normal_inverse @ lift)).sum(dim=1)
     return (prior - explained + added).clamp_min(0.0)
 
 
@@ -712,7 +737,7 @@ class _Kriging(NamedTuple):
     linear: Tensor  # (..., d, 1) the generalised least-squares fit of the linear parities
     inverse_residual: Tensor  # (..., rows) K^-1 (u - X beta)
     likelihood: Tensor  # (...) restricted, the scale profiled out; -inf where the prior failed
-    normal: Tensor  # (..., d, d) X' K^-1 X (ridged where singular)
+    normal_inverse: Tensor  # (..., d, d) the pseudo-inverse of X' K^-1 X
     quadratic: Tensor  # (...) (u - X beta)' K^-1 (u - X beta)
 
 
@@ -725,24 +750,37 @@ def _kriging(signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor) -> _Krigi
     )
     inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
     normal = signs.T @ inverse_signs  # (E, W, G, d, d)
-    linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)
-    if bool((singular != 0).any()):
-        # the drawn pairs do not separate some features (equal columns): a vanishing
-        # ridge splits their share evenly, the minimum-norm fit
-        ridge = RIDGE * normal.diagonal(dim1=-2, dim2=-1).mean(dim=-1)[..., None, None]
-        identity = torch.eye(d, dtype=torch.float64, device=signs.device)
-        normal = torch.where((singular != 0)[..., None, None], normal + ridge * identity, normal)
-        linear, singular = torch.linalg.solve_ex(normal, signs.T @ inverse_odd)
+    normal_inverse, log_pseudo_det = _pseudo_inverse(normal)
+    linear = normal_inverse @ (signs.T @ inverse_odd)
     inverse_residual = (inverse_odd - inverse_signs @ linear)[..., 0]  # K^-1 (u - X beta)
     quadratic = (target[..., 0] * inverse_residual).sum(dim=-1).clamp_min(1e-300)
     likelihood = (
         -0.5 * (rows - d) * torch.log(quadratic)
         - torch.log(factor.diagonal(dim1=-2, dim2=-1)).sum(dim=-1)
-        - 0.5 * torch.linalg.slogdet(normal)[1]
+        - 0.5 * log_pseudo_det
     )
-    ok = (info == 0) & (singular == 0) & torch.isfinite(likelihood)
+    ok = (info == 0) & torch.isfinite(likelihood)
     likelihood = torch.where(ok, likelihood, -torch.inf)
-    return _Kriging(linear, inverse_residual, likelihood, normal, quadratic)
+    return _Kriging(linear, inverse_residual, likelihood, normal_inverse, quadratic)
+
+
+def _pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
+    """The pseudo-inverse of the symmetric ``normal`` ``(..., d, d)`` and the log of its
+    pseudo-determinant, eigenvalues below :data:`NULL_EIGENVALUE` of the largest
+    dropped.
+
+    Where the design separates every feature this is the inverse to rounding;
+    where it does not (a null direction, singular up to rounding) the fit takes
+    the minimum-norm split of the unseen direction instead of amplifying
+    rounding error along it (an exact-zero-pivot test misses those).
+    """
+    values, vectors = torch.linalg.eigh(normal)
+    floor = NULL_EIGENVALUE * values[..., -1:].clamp_min(0.0)
+    kept = values > floor
+    inverse_values = torch.where(kept, 1.0 / torch.where(kept, values, 1.0), 0.0)
+    inverse = (vectors * inverse_values[..., None, :]) @ vectors.mT
+    log_det = torch.where(kept, torch.log(torch.where(kept, values, 1.0)), 0.0).sum(dim=-1)
+    return inverse, log_det
 
 
 def _cholesky_solve(rhs: Tensor, factor: Tensor) -> Tensor:
