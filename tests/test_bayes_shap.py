@@ -118,13 +118,10 @@ def test_walsh_gp_mean_is_paired_kernel_shaps_default():
 
 
 def test_auto_keeps_the_linear_regression_where_the_process_does_not_apply():
-    """Above 512 pairs, with focused sampling or target_width, and below d pairs."""
-    from captum_graphshap.plans.walsh_gp import AUTO_WALSH_GP_MAX_PAIRS
-
+    """With focused sampling or target_width, and below d pairs."""
     model = wide_mlp(12, seed=6)
     x = torch.randn(2, 12, dtype=torch.float64, generator=seeded(7))
     cases = [
-        dict(n_samples=2 * AUTO_WALSH_GP_MAX_PAIRS + 2),
         dict(n_samples=100, focused=True),
         dict(n_samples=100, target_width=1e9),
         dict(n_samples=20),  # 10 pairs < d = 12
@@ -137,11 +134,27 @@ def test_auto_keeps_the_linear_regression_where_the_process_does_not_apply():
                 x, generator=seeded(2), estimator="kernel", **options
             )
         torch.testing.assert_close(auto, kernel, rtol=0, atol=0, msg=str(options))
-    # and at the cap itself the process
-    at_cap = dict(n_samples=2 * AUTO_WALSH_GP_MAX_PAIRS)
+
+
+def test_auto_is_the_process_up_to_its_limit_and_adjusted_beyond():
+    """Up to the pairs the explicit fit takes, auto is that fit; beyond, the process on
+    that many pairs adjusted over the rest: its interval the fitted process's."""
+    from captum_graphshap.plans.walsh_gp import posterior_fit_pairs
+
+    model = wide_mlp(14, seed=6)
+    x = torch.randn(2, 14, dtype=torch.float64, generator=seeded(7))
+    most = posterior_fit_pairs(14)  # 2,048 of the 8,191 pairs
+    at_cap = dict(n_samples=2 * most, return_uncertainty=True)
     auto = BayesShap(model).attribute(x, generator=seeded(2), **at_cap)
     gp = BayesShap(model).attribute(x, generator=seeded(2), estimator="walsh_gp", **at_cap)
     torch.testing.assert_close(auto, gp, rtol=0, atol=0)
+    beyond = dict(n_samples=2 * most + 400, return_uncertainty=True)
+    mean, half = BayesShap(model).attribute(x, generator=seeded(2), **beyond)
+    exact = ExactShapley(model).attribute(x)
+    assert (mean - exact).abs().sum() <= (auto[0] - exact).abs().sum() * 1.15
+    assert half.mean() <= auto[1].mean() * 1.15
+    with pytest.raises(ValueError, match="walsh_gp"):
+        BayesShap(model).attribute(x, generator=seeded(2), estimator="walsh_gp", **beyond)
 
 
 def test_attributions_are_efficient_and_one_feature_is_exact():

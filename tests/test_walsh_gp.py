@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from captum_graphshap import PairedKernelShap
+from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
 from captum_graphshap.plans import walsh_gp
@@ -134,7 +134,7 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
     odd = torch.cat([(inside - outside) / 2, ((values[0, 1] - values[0, 0]) / 2)[None]])
     # the relevance comes from the paired linear fit: read it off the estimator's call
     captured = {}
-    original = walsh_gp.posterior_means
+    original = walsh_gp.posterior_parts
 
     def spy(
         signs_: torch.Tensor,
@@ -143,12 +143,13 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
         variance: bool = False,
         *,
         triples: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        predict: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         assert triples is None  # 20 pairs < 6 d: no triple weights
         captured["scale"] = scale_[0]
-        return original(signs_, odd_, scale_, variance, triples=triples)
+        return original(signs_, odd_, scale_, variance, triples=triples, predict=predict)
 
-    monkeypatch.setattr(walsh_gp, "posterior_means", spy)
+    monkeypatch.setattr(walsh_gp, "posterior_parts", spy)
     plan.estimator(values)
     relevance = captured["scale"] + walsh_gp.RELEVANCE_FLOOR
     relevance = relevance / relevance.mean()
@@ -438,20 +439,85 @@ def test_more_accurate_than_permutations_at_low_budget() -> None:
     assert errors["walsh_gp"] < errors["permutation"], errors
 
 
-def test_auto_picks_walsh_gp_below_its_threshold_only() -> None:
+def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
     cpu = torch.device("cpu")
     g = torch.Generator().manual_seed(0)
     assert auto_plan(16, 62, g, cpu)[1] == "walsh_gp"  # 4 d
-    # up to AUTO_WALSH_GP_FEATURES features: up to AUTO_WALSH_GP_MAX_PAIRS pairs
+    # up to AUTO_WALSH_GP_FEATURES features at every budget below 2^d
     pairs = walsh_gp.AUTO_WALSH_GP_MAX_PAIRS
     assert auto_plan(16, 2 * pairs, g, cpu)[1] == "walsh_gp"
-    assert auto_plan(16, 2 * pairs + 2, g, cpu)[1] == "cubic"
-    # above it: below AUTO_WALSH_GP_BELOW d evaluations
+    assert auto_plan(16, 8 * pairs, g, cpu)[1] == "walsh_gp"
+    # above, up to AUTO_ADJUSTED_MAX_PAIRS pairs
     assert walsh_gp.AUTO_WALSH_GP_FEATURES < 24 <= walsh_gp.MAX_FEATURES
-    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW - 4, g, cpu)[1] == "walsh_gp"
-    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW - 2, g, cpu)[1] == "cubic"
+    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW, g, cpu)[1] == "walsh_gp"
+    most = walsh_gp.AUTO_ADJUSTED_MAX_PAIRS
+    assert auto_plan(24, 2 * most, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(24, 2 * most + 2, g, cpu)[1] == "cubic"
     assert auto_plan(16, 20, g, cpu)[1] != "walsh_gp"  # fewer pairs than features
     assert auto_plan(64, 400, g, cpu)[1] != "walsh_gp"  # beyond MAX_FEATURES
+
+
+def test_designs_beyond_the_fitted_pairs_extend_the_smaller_design() -> None:
+    """Beyond the pairs it factorises, auto's design is the smaller budget's design of
+    the same generator, extended size by size to a design of the larger budget."""
+    cpu = torch.device("cpu")
+    small = walsh_gp.walsh_gp_design(16, 512, torch.Generator().manual_seed(0), cpu, fit_pairs=512)
+    assert small.fitted is None
+    design = walsh_gp.walsh_gp_design(
+        16, 1500, torch.Generator().manual_seed(0), cpu, fit_pairs=512
+    )
+    assert design.fitted is not None and torch.equal(design.fitted, torch.arange(512))
+    assert torch.equal(design.sampled[:512], small.sampled)
+    assert len(torch.unique(design.sampled, dim=0)) == len(design.sampled) == 1500
+    sizes = design.sampled.sum(1)
+    for size, count, mass in walsh_gp.size_allocation(16, 1500):
+        assert int((sizes == size).sum()) == count
+        if count:
+            torch.testing.assert_close(
+                design.weights[sizes == size],
+                torch.full((count,), mass / count, dtype=torch.float64),
+            )
+
+
+def test_the_process_interpolates_its_observations() -> None:
+    """The odd part predicted at the observed coalitions is the observed one, by the
+    pattern table (d <= 2 log2 rows) and feature by feature alike."""
+    d, pairs = 10, 40
+    plan, rows, values = planned_values(d, pairs, seed=3)
+    sampled = rows[2 : 2 + pairs]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
+    scale = torch.rand(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    mean, _, predicted = walsh_gp.posterior_parts(signs, odd, scale + 0.5, predict=signs)
+    assert predicted is not None
+    torch.testing.assert_close(predicted, odd, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(mean, walsh_gp.posterior_means(signs, odd, scale + 0.5)[0])
+    relevance = scale + 0.5
+    variances = walsh_gp.order_variances(d, 0.1)[None]
+    top = variances.shape[1] - 1
+    table = walsh_gp._cross_covariances(signs[:7], signs, relevance, variances, top)
+    square = walsh_gp.pattern_covariances(signs, relevance[:, None], variances[:, None], top)
+    torch.testing.assert_close(table, square[:, 0, 0, :7])
+    # the feature-by-feature branch (taken where 2^d outnumbers the rows squared)
+    built = walsh_gp._cross_covariances(signs[:2], signs[:3], relevance, variances, top)
+    torch.testing.assert_close(built, square[:, 0, 0, :2, :3])
+
+
+def test_the_adjusted_process_is_exact_on_games_of_order_two() -> None:
+    """Fitted on part of the pairs, the process is exact on a game of order two, so
+    the residual game is zero and the adjustment keeps the exact values."""
+    d = 9
+    game = PairwiseGame(d, seed=4)
+    x = torch.randn(2, d, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    cpu = torch.device("cpu")
+    design = walsh_gp.walsh_gp_design(d, 120, torch.Generator().manual_seed(2), cpu, fit_pairs=30)
+    assert design.fitted is not None
+    rows = design.plan().coalitions.dense()
+    values = torch.stack([game(torch.where(rows, xi, torch.zeros(()))) for xi in x])
+    phi = design.mean(values)
+    want = ExactShapley(game).attribute(x, torch.zeros_like(x))
+    torch.testing.assert_close(phi, want, rtol=1e-6, atol=1e-8)
 
 
 def test_too_few_pairs_is_refused_before_any_call() -> None:

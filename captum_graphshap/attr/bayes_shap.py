@@ -15,10 +15,11 @@ from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.walsh_gp import (
+    auto_walsh_gp,
     check_walsh_gp_pairs,
     drawn_pairs,
+    posterior_fit_pairs,
     walsh_gp_design,
-    walsh_gp_in_reach,
 )
 from ..uncertainty.bayes import (
     DEFAULT_MAX_SAMPLES,
@@ -207,8 +208,12 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     ) -> Outcome:
         """The Walsh-basis Gaussian process's posterior on ``pairs`` stratified pairs."""
         d = game.num_features
-        check_walsh_gp_pairs(d, pairs, options.budget is not None)
-        design = walsh_gp_design(d, pairs, options.generator, game.device)
+        fit = None
+        if options.estimator == "walsh_gp":  # as asked: every pair, within the fit's limits
+            check_walsh_gp_pairs(d, pairs, options.budget is not None)
+        else:  # "auto": beyond what it factorises, adjusted over the other pairs
+            fit = posterior_fit_pairs(d)
+        design = walsh_gp_design(d, pairs, options.generator, game.device, fit_pairs=fit)
         values = evaluate_plan(game, design.plan(), show_progress, self.progress_desc)
         posterior = design.posterior(values)
         if posterior.variance is None or posterior.dof < 1:
@@ -239,7 +244,7 @@ def _uses_walsh_gp(options: BayesShapOptions, d: int, samples: int) -> bool:
         return True
     if options.focused or options.target_width is not None:
         return False
-    return walsh_gp_in_reach(d, drawn_pairs(d, samples // 2))
+    return auto_walsh_gp(d, drawn_pairs(d, samples // 2))
 
 
 def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, float | None]:

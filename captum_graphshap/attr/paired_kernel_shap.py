@@ -20,7 +20,7 @@ from ..plans.sampling import (
     paired_kernel_plan,
     shared_permutation_plan,
 )
-from ..plans.walsh_gp import auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
+from ..plans.walsh_gp import auto_fit_pairs, auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
@@ -231,7 +231,8 @@ def auto_plan(
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
     if auto_walsh_gp(d, count // 2):
-        return walsh_gp_plan(d, count // 2, generator, device), "walsh_gp"
+        fit = auto_fit_pairs(d)
+        return walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit), "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
     if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:

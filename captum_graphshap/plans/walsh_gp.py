@@ -49,6 +49,7 @@ evaluations above, where the covariances are built feature by feature).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -56,8 +57,19 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from .regression_adjusted import MAX_PAIRWISE_FIT_FEATURES, even_pairwise
-from .sampling import kernel_shapley, stratified_paired_coalitions
+from .regression_adjusted import (
+    MAX_PAIRWISE_FIT_FEATURES,
+    cubic_shapley,
+    even_pairwise,
+    triple_count,
+)
+from .sampling import (
+    distinct_subsets,
+    kernel_shapley,
+    pair_capacity,
+    size_allocation,
+    stratified_paired_coalitions,
+)
 
 #: The ratio of prior variances from order ``k`` to ``k + 2`` for ``k >= 3``.
 #: A third decay, 1.0, was dropped: on the development models the error without
@@ -107,9 +119,12 @@ MAX_ORDER = 7
 #: Diagonal jitter, relative to the covariance's mean diagonal (the values are
 #: exact, but the covariance is near-singular when the prior is near-linear).
 JITTER = 1e-10
-#: ``estimator="auto"`` uses this fit below this many evaluations per feature
-#: (and the cubic fit from there), for ``d`` up to :data:`MAX_FEATURES` ...
+#: Above :data:`AUTO_WALSH_GP_FEATURES` features ``estimator="auto"`` factorises
+#: the process on at most the pairs of this many evaluations per feature ...
 AUTO_WALSH_GP_BELOW = 20
+#: ... and above this many pairs hands over to the cubic fit there (the
+#: adjustment's cross covariances are built feature by feature).
+AUTO_ADJUSTED_MAX_PAIRS = 8192
 #: ... and, up to :data:`AUTO_WALSH_GP_FEATURES` features, up to this many
 #: complementary pairs (1,026 evaluations); :class:`BayesShap`'s ``"auto"``
 #: uses it up to this many pairs for every ``d`` up to :data:`MAX_FEATURES`.
@@ -145,6 +160,10 @@ MAX_WORK = 2**26
 #: kept (then the fit's pseudo-inverse takes the minimum-norm split; see
 #: :func:`walsh_gp_design`).
 DESIGN_DRAWS = 32
+#: Designs of more pairs than this extend the design of this many drawn with
+#: the same generator (:func:`extended_design`), so a larger budget observes
+#: everything a smaller one did.
+NESTED_PAIRS = 512
 #: Eigenvalues of the linear parities' normal matrix below this share of its
 #: largest are treated as zero (a null direction of the design: the pseudo-inverse
 #: then leaves it out instead of amplifying rounding by 1e16).
@@ -214,25 +233,35 @@ def drawn_pairs(num_features: int, pairs: int) -> int:
 
 
 def auto_walsh_gp(num_features: int, pairs: int) -> bool:
-    """Whether ``estimator="auto"`` fits this process to ``pairs`` stratified pairs.
+    """Whether an ``estimator="auto"`` fits this process to ``pairs`` stratified pairs.
 
-    From :func:`fewest_pairs`; below :data:`AUTO_WALSH_GP_BELOW` ``d``
-    evaluations for ``d`` up to :data:`MAX_FEATURES`, and up to
-    :data:`AUTO_WALSH_GP_MAX_PAIRS` pairs for ``d`` up to
-    :data:`AUTO_WALSH_GP_FEATURES`.
+    Up to :data:`MAX_FEATURES` features, from :func:`fewest_pairs`; above
+    :data:`AUTO_WALSH_GP_FEATURES` features up to
+    :data:`AUTO_ADJUSTED_MAX_PAIRS` pairs. Beyond :func:`auto_fit_pairs`
+    pairs the process is fitted on that many and adjusted over the rest
+    (:func:`adjusted_posterior`).
     """
     d = num_features
-    if not walsh_gp_in_reach(d, pairs):
+    if d > MAX_FEATURES or pairs < fewest_pairs(d):
         return False
-    return d <= AUTO_WALSH_GP_FEATURES or 2 * pairs + 2 < AUTO_WALSH_GP_BELOW * d
+    return d <= AUTO_WALSH_GP_FEATURES or pairs <= AUTO_ADJUSTED_MAX_PAIRS
 
 
-def walsh_gp_in_reach(num_features: int, pairs: int) -> bool:
-    """Up to :data:`MAX_FEATURES` features, from :func:`fewest_pairs` to
-    :data:`AUTO_WALSH_GP_MAX_PAIRS` pairs: where an ``"auto"`` may take this fit
-    (:class:`BayesShap`'s everywhere there, :func:`auto_walsh_gp` a part)."""
+def auto_fit_pairs(num_features: int) -> int:
+    """The most pairs :class:`PairedKernelShap`'s ``"auto"`` factorises:
+    :data:`AUTO_WALSH_GP_MAX_PAIRS` up to :data:`AUTO_WALSH_GP_FEATURES`
+    features, those below :data:`AUTO_WALSH_GP_BELOW` ``d`` evaluations above
+    (there each covariance is built feature by feature)."""
     d = num_features
-    return d <= MAX_FEATURES and fewest_pairs(d) <= pairs <= AUTO_WALSH_GP_MAX_PAIRS
+    if d <= AUTO_WALSH_GP_FEATURES:
+        return AUTO_WALSH_GP_MAX_PAIRS
+    return (AUTO_WALSH_GP_BELOW * d - 3) // 2
+
+
+def posterior_fit_pairs(num_features: int) -> int:
+    """The most pairs :class:`BayesShap`'s ``"auto"`` factorises: all that
+    :func:`check_walsh_gp_pairs` allows (its intervals are the process's posterior)."""
+    return min(MAX_PAIRS, math.isqrt(MAX_WORK // num_features))
 
 
 def check_walsh_gp_pairs(num_features: int, pairs: int, budgeted: bool) -> None:
@@ -267,6 +296,9 @@ class WalshGPDesign:
 
     sampled: Tensor
     weights: Tensor
+    #: ``(F,)`` the pairs the process is factorised on, adjusted over the others
+    #: (:func:`adjusted_posterior`); None: every pair
+    fitted: Tensor | None = None
 
     def plan(self) -> Plan:
         """Shared plan whose estimator is the posterior mean."""
@@ -278,15 +310,24 @@ class WalshGPDesign:
 
     def mean(self, values: Tensor) -> Tensor:
         """``(N, d)`` posterior means from the plan's values ``(N, 2 + 2P)``."""
-        return walsh_gp_shapley(self.sampled, self.weights, values)
+        if self.fitted is None:
+            return walsh_gp_shapley(self.sampled, self.weights, values)
+        return adjusted_posterior(self.sampled, self.weights, values, self.fitted).mean
 
     def posterior(self, values: Tensor) -> WalshGPPosterior:
         """Posterior means and variances from the plan's values ``(N, 2 + 2P)``."""
-        return walsh_gp_posterior(self.sampled, self.weights, values)
+        if self.fitted is None:
+            return walsh_gp_posterior(self.sampled, self.weights, values)
+        return adjusted_posterior(self.sampled, self.weights, values, self.fitted, variance=True)
 
 
 def walsh_gp_design(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    fit_pairs: int | None = None,
 ) -> WalshGPDesign:
     """``pairs`` stratified pairs; below :data:`SMALL_SIZES_BELOW` ``d`` pairs the
     small sizes get more of them.
@@ -295,17 +336,76 @@ def walsh_gp_design(
     unidentified (rank below ``d``: at ``d`` pairs, e.g. ``x_0 + x_3 = x_8 + x_9``
     in every row) is redrawn, up to :data:`DESIGN_DRAWS` times: there the fit
     could only guess the unseen direction. Drawn on the host, so the check
-    costs no device synchronisation.
+    costs no device synchronisation. Beyond ``fit_pairs`` pairs the design of
+    ``fit_pairs`` is drawn first, the process's (:class:`WalshGPDesign`), and
+    extended (:func:`extended_design`).
     """
-    small_first = pairs < SMALL_SIZES_BELOW * num_features
+    d = num_features
     cpu = torch.device("cpu")
+    # nested: the designs of smaller budgets (NESTED_PAIRS, fit_pairs) come first
+    stages = sorted({p for p in (NESTED_PAIRS, fit_pairs) if p is not None and p < pairs})
+    drawn = stages[0] if stages else pairs
     for _ in range(DESIGN_DRAWS):
         sampled, weights = stratified_paired_coalitions(
-            num_features, pairs, generator, cpu, small_first=small_first
+            d, drawn, generator, cpu, small_first=drawn < SMALL_SIZES_BELOW * d
         )
         if identifies_linear_parities(sampled):
             break
-    return WalshGPDesign(sampled.to(device), weights.to(device))
+    fitted = None
+    for stage in [*stages[1:], pairs] if stages else []:
+        if len(sampled) < drawn:  # every pair there is
+            break
+        if drawn == fit_pairs:
+            fitted = torch.arange(len(sampled), device=device)
+        sampled, weights = extended_design(sampled, stage, generator)
+        drawn = stage
+    return WalshGPDesign(sampled.to(device), weights.to(device), fitted)
+
+
+def extended_design(
+    first: Tensor, pairs: int, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
+    """The pairs ``first`` ``(F, d)`` (on the host), then as many more of each size as a
+    design of ``pairs`` pairs draws of it (none twice), and the whole design's weights.
+
+    So one generator's designs are nested: a larger budget's fitted pairs are
+    exactly the smaller budget's design, and the adjustment
+    (:func:`adjusted_posterior`) only adds to it.
+    """
+    d = first.shape[1]
+    sizes = first.sum(dim=1)
+    sizes = torch.minimum(sizes, d - sizes)
+    rows, weights = [first], torch.zeros(len(first), dtype=torch.float64)
+    extra_weights = []
+    for size, count, mass in size_allocation(d, pairs):
+        have = first[sizes == size]
+        need = max(0, count - len(have))
+        if need:
+            rows.append(_more_subsets(have, size, need, generator))
+        total = len(have) + len(rows[-1]) if need else len(have)
+        if total:
+            weights[sizes == size] = mass / total
+            if need:
+                extra_weights.append(
+                    torch.full((len(rows[-1]),), mass / total, dtype=torch.float64)
+                )
+    return torch.cat(rows), torch.cat([weights, *extra_weights])
+
+
+def _more_subsets(have: Tensor, size: int, need: int, generator: torch.Generator | None) -> Tensor:
+    """Up to ``need`` distinct uniform coalitions of ``size`` members (one of each pair)
+    not among ``have``: a fresh distinct draw of ``len(have) + need`` (doubling, up to
+    every coalition there is) with ``have`` removed."""
+    d = have.shape[1]
+    bits = 1 << torch.arange(d)
+    taken = (have.long() * bits).sum(dim=1)
+    count = min(len(have) + need, pair_capacity(d, size))
+    while True:
+        drawn = distinct_subsets(d, size, count, generator, half=2 * size == d)
+        fresh = drawn[~torch.isin((drawn.long() * bits).sum(dim=1), taken)]
+        if len(fresh) >= need or count >= pair_capacity(d, size):
+            return fresh[:need]
+        count = min(2 * count, pair_capacity(d, size))
 
 
 def identifies_linear_parities(sampled: Tensor) -> bool:
@@ -319,10 +419,15 @@ def identifies_linear_parities(sampled: Tensor) -> bool:
 
 
 def walsh_gp_plan(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    fit_pairs: int | None = None,
 ) -> Plan:
     """Shared plan: the endpoints, ``pairs`` stratified coalitions, then their complements."""
-    return walsh_gp_design(num_features, pairs, generator, device).plan()
+    return walsh_gp_design(num_features, pairs, generator, device, fit_pairs=fit_pairs).plan()
 
 
 @dataclass(frozen=True)
@@ -341,6 +446,7 @@ class WalshGPPosterior:
     mean: Tensor
     variance: Tensor | None
     dof: int
+    predicted: Tensor | None = None
 
 
 def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor:
@@ -349,9 +455,18 @@ def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor
 
 
 def walsh_gp_posterior(
-    sampled: Tensor, weights: Tensor, values: Tensor, *, variance: bool = True
+    sampled: Tensor,
+    weights: Tensor,
+    values: Tensor,
+    *,
+    variance: bool = True,
+    predict: Tensor | None = None,
 ) -> WalshGPPosterior:
-    """The posterior of ``phi`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows."""
+    """The posterior of ``phi`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows.
+
+    With ``predict`` ``(P', d)`` (bool) it also holds the posterior means of the
+    odd part at those coalitions, ``(N, P')``.
+    """
     pairs, d = sampled.shape
     values = values.to(torch.float64)
     empty, full = values[:, 0], values[:, 1]
@@ -367,7 +482,7 @@ def walsh_gp_posterior(
         full,
         torch.cat([weights, weights]),
     ).to(torch.float64)
-    if d <= 62 and pairs == 2 ** (d - 1) - 1:
+    if predict is None and d <= 62 and pairs == 2 ** (d - 1) - 1:
         # every pair observed: the kernel-weighted linear fit is exact Shapley (the
         # process would only add the jitter's error)
         exact = linear.to(values.dtype)
@@ -385,23 +500,79 @@ def walsh_gp_posterior(
     per_example = (priors + len(RELEVANCE_POWERS) * (MAX_ORDER + 1)) * rows * rows
     if triples is not None:
         per_example += len(RELEVANCE_POWERS) * rows * triples.shape[1]
+    predict_signs = None
+    if predict is not None:
+        predict_signs = predict.to(torch.float64) * 2 - 1
+        per_example += (MAX_ORDER + 1) * len(predict) * rows
     chunk = max(1, CHUNK_FLOATS // per_example)
     parts = [
-        posterior_means(
+        posterior_parts(
             signs,
             odd[start : start + chunk],
             scale[start : start + chunk],
             variance,
             triples=None if triples is None else triples[start : start + chunk],
+            predict=predict_signs,
         )
         for start in range(0, len(values), chunk)
     ]
-    phi = torch.cat([mean for mean, _ in parts])
+    phi = torch.cat([mean for mean, _, _ in parts])
     # the jitter leaves efficiency off by ~1e-10 relative: close the gap evenly
     phi = phi + ((full - empty) - phi.sum(dim=1))[:, None] / d
-    spreads = [part for _, part in parts if part is not None]
-    spread = torch.cat(spreads).to(values.dtype) if variance else None
-    return WalshGPPosterior(phi.to(values.dtype), spread, rows - d)
+    spread = torch.cat([part for _, part, _ in parts]).to(values.dtype) if variance else None  # type: ignore[misc]
+    predicted = None if predict is None else torch.cat([part for _, _, part in parts])  # type: ignore[misc]
+    return WalshGPPosterior(phi.to(values.dtype), spread, rows - d, predicted)
+
+
+def adjusted_posterior(
+    sampled: Tensor, weights: Tensor, values: Tensor, fitted: Tensor, *, variance: bool = False
+) -> WalshGPPosterior:
+    """The process fitted on the pairs ``fitted``, its posterior mean the surrogate of
+    a regression adjustment over all of them.
+
+    The process is fitted on the pairs ``fitted`` (a smaller budget's design,
+    :func:`extended_design`) and the full coalition; its posterior mean ``g``
+    is a game whose Shapley value is the process's estimate. The residual
+    game ``v - g`` (zero on the fitted pairs, up to the jitter) is estimated
+    by the cubic fit
+    (:func:`~captum_graphshap.plans.regression_adjusted.cubic_shapley`) over
+    every pair, and added: ``phi(g) + phi_hat(v - g)``. One factorisation of
+    ``len(fitted) + 1`` rows per prior, whatever the budget, and with few
+    pairs besides the fitted ones it is the process itself, so more pairs
+    refine it instead of handing over to another estimator
+    (``benchmarks/README.md``, "Regression-adjusted process"). Efficient:
+    ``g``'s odd part at the full coalition is the observed one.
+    ``variance``: the fitted process's posterior variances, which the
+    adjustment only tightens.
+    """
+    pairs, d = sampled.shape
+    others = torch.ones(pairs, dtype=torch.bool, device=sampled.device)
+    others[fitted] = False
+    values = values.to(torch.float64)
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    subset = torch.cat([values[:, :2], inside[:, fitted], outside[:, fitted]], dim=1)
+    posterior = walsh_gp_posterior(
+        sampled[fitted], weights[fitted], subset, variance=variance, predict=sampled[others]
+    )
+    assert posterior.predicted is not None  # asked for
+    surrogate = values.new_zeros(values.shape[0], pairs)  # g's odd part at every pair
+    surrogate[:, others] = posterior.predicted
+    surrogate[:, fitted] = ((inside - outside) / 2)[:, fitted]  # interpolated there
+    # v - g: g's odd part leaves each pair, its value at the endpoints (+-u(D)) the
+    # endpoints; the even part is v's
+    half_total = (values[:, 1] - values[:, 0]) / 2
+    residual = torch.cat(
+        [
+            (values[:, 0] + half_total)[:, None],
+            (values[:, 1] - half_total)[:, None],
+            inside - surrogate,
+            outside + surrogate,
+        ],
+        dim=1,
+    )
+    correction = cubic_shapley(sampled, weights, residual, triple_count(d, pairs))
+    mean = posterior.mean + correction.to(posterior.mean.dtype)
+    return WalshGPPosterior(mean, posterior.variance, posterior.dof)
 
 
 def _relevance_scale(
@@ -468,11 +639,57 @@ def posterior_means(
     (relevance power x decay) is chosen per example by the restricted
     likelihood.
     """
+    mean, spread, _ = posterior_parts(signs, odd, scale, variance, triples=triples)
+    return mean, spread
+
+
+def posterior_parts(
+    signs: Tensor,
+    odd: Tensor,
+    scale: Tensor,
+    variance: bool = False,
+    *,
+    triples: Tensor | None = None,
+    predict: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """:func:`posterior_means`, and with ``predict`` ``(rows', d)`` (+-1) the posterior
+    means of the odd part at those coalitions ``(E, rows')`` (:func:`adjusted_posterior`)."""
     d = signs.shape[1]
     top = min(MAX_ORDER, d)
     best = _best_prior(signs, odd, _candidate_priors(scale, triples), top)
     if not bool(torch.isfinite(best.likelihood).all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
+    predicted = None if predict is None else _odd_mean(predict, signs, best, top)
+    covariance = _shapley_covariance(signs, best, top)
+    mean = 2 * best.linear[..., 0] + torch.einsum("epi,ep->ei", covariance, best.inverse_residual)
+    if not variance:
+        return mean, None, predicted
+    shapley_weights = best.variances[:, 1:] * _shapley_order_weights(top, signs)[1:]
+    order_weights = shapley_weights * _shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
+    prior = _prior_variances(best.relevance, order_weights)
+    extra = _triple_excess(signs, best)
+    if extra is not None:
+        prior = prior + (4 / 9) * extra[0] @ extra[1]
+    spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
+    scale_estimate = best.quadratic / max(1, signs.shape[0] - d)  # restricted s^2
+    return mean, scale_estimate[:, None] * spread, predicted
+
+
+def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
+    """``(E, rows')`` the posterior means of the odd part at the coalitions ``predict``
+    (+-1): ``x' beta + k(x, observed)' K^-1 (u - X beta)``."""
+    cross = _cross_covariances(predict, signs, best.relevance, best.variances, top)
+    extra = _triple_excess(signs, best)
+    if extra is not None:
+        triples = triple_parities(signs.shape[1], signs.device)
+        new, seen = predict[:, triples].prod(dim=-1), signs[:, triples].prod(dim=-1)
+        cross = cross + (new * extra[0][:, None, :]) @ seen.T
+    linear = (predict @ best.linear)[..., 0]  # (E, rows')
+    return linear + torch.einsum("eab,eb->ea", cross, best.inverse_residual)
+
+
+def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
+    """``Cov(phi_i, u(S)) / s^2`` ``(E, rows, d)`` of the parities of order three and up."""
     # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
     signed = best.relevance[:, None, :] * signs  # (E, rows, d): r_j x_j
     cross = signed[..., None] * leave_one_out_symmetric(
@@ -486,16 +703,7 @@ def posterior_means(
         parities = signs[:, triple_parities(signs.shape[1], signs.device)].prod(dim=-1)
         # 2 / 3 of each triple's parity to each of its members
         covariance = covariance + (2 / 3) * (parities * mass[:, None, :]) @ members
-    mean = 2 * best.linear[..., 0] + torch.einsum("epi,ep->ei", covariance, best.inverse_residual)
-    if not variance:
-        return mean, None
-    order_weights = shapley_weights * _shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
-    prior = _prior_variances(best.relevance, order_weights)
-    if extra is not None:
-        prior = prior + (4 / 9) * extra[0] @ extra[1]
-    spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
-    scale_estimate = best.quadratic / max(1, signs.shape[0] - d)  # restricted s^2
-    return mean, scale_estimate[:, None] * spread
+    return covariance
 
 
 class _Priors(NamedTuple):
@@ -692,23 +900,57 @@ def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int
     ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
     the Hankel matrix of ``sigma``), and each covariance is one gather from it.
     """
-    rows, d = signs.shape
+    return _read_patterns(_agreement_table(relevance, grid, top), signs, signs)
+
+
+def _agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """``(E, W, G, 2^d)`` the covariance of every agreement pattern under every prior."""
+    d = relevance.shape[-1]
     half = d // 2
-    member = (signs > 0).long()
-    bits = torch.arange(d, device=signs.device)
-    codes_a = (member[:, :half] << bits[:half]).sum(dim=1)
-    codes_b = (member[:, half:] << bits[: d - half]).sum(dim=1)
-    patterns = ((codes_a[:, None] ^ codes_a) << (d - half)) | (codes_b[:, None] ^ codes_b)
-    orders = torch.arange(top + 1, device=signs.device)
+    orders = torch.arange(top + 1, device=relevance.device)
     total = orders[:, None] + orders
     hankel = torch.where(total <= top, grid[..., total.clamp_max(top)], 0.0)  # (E, G, K, K)
     first = pattern_tables(relevance[..., :half], top)  # (E, W, 2^half, K)
     second = pattern_tables(relevance[..., half:], top)  # (E, W, 2^(d-half), K)
     weighted = torch.einsum("egil,ewbl->ewgbi", hankel, second)
-    table = (first[:, :, None] @ weighted.mT).flatten(-2)  # (E, W, G, 2^d)
+    return (first[:, :, None] @ weighted.mT).flatten(-2)
+
+
+def _read_patterns(table: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
+    """``(E, W, G, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b``."""
+    d = rows_a.shape[1]
+    half = d // 2
+    bits = torch.arange(d, device=rows_a.device)
+
+    def codes(rows: Tensor) -> tuple[Tensor, Tensor]:
+        member = (rows > 0).long()
+        return (member[:, :half] << bits[:half]).sum(1), (member[:, half:] << bits[: d - half]).sum(
+            1
+        )
+
+    first_a, second_a = codes(rows_a)
+    first_b, second_b = codes(rows_b)
+    patterns = ((first_a[:, None] ^ first_b) << (d - half)) | (second_a[:, None] ^ second_b)
     flat = table.flatten(0, 2)
     read = torch.gather(flat, 1, patterns.flatten()[None].expand(flat.shape[0], -1))
-    return read.view(*table.shape[:3], rows, rows)
+    return read.view(*table.shape[:3], *patterns.shape)
+
+
+def _cross_covariances(
+    rows_a: Tensor, rows_b: Tensor, relevance: Tensor, variances: Tensor, top: int
+) -> Tensor:
+    """``(E, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b`` under one
+    prior per example (``relevance`` ``(E, d)``, ``variances`` ``(E, top + 1)``)."""
+    d = rows_a.shape[1]
+    if 2**d <= max(rows_b.shape[0], rows_a.shape[0]) ** 2:
+        table = _agreement_table(relevance[:, None], variances[:, None], top)
+        return _read_patterns(table, rows_a, rows_b)[:, 0, 0]
+    agree = rows_a[:, None, :] * rows_b[None, :, :]  # (A, B, d): x_j x'_j
+    by_order = relevance.new_zeros(top + 1, relevance.shape[0], *agree.shape[:2])
+    by_order[0] = 1.0
+    for j in range(d):
+        add_feature(by_order, relevance[:, j, None, None] * agree[..., j])
+    return torch.einsum("ek,keab->eab", variances, by_order)
 
 
 def _built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
