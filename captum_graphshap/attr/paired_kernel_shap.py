@@ -12,14 +12,10 @@ from ..engine.coalition_game import CoalitionGame
 from ..engine.plan import Plan
 from ..plans.exact import exact_shapley_plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.paired_designs import filled_kernel_plan, paired_kernel_plan
+from ..plans.permutations import filled_orderings, shared_permutation_plan
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
-from ..plans.sampling import (
-    filled_kernel_plan,
-    filled_orderings,
-    paired_kernel_plan,
-    shared_permutation_plan,
-)
 from ..plans.walsh_gp import auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan

@@ -16,14 +16,14 @@ from ..plans.control_variates import (
     ordering_groups,
     surrogate_contributions,
 )
+from ..plans.draws import random_indices
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ..plans.sampling import (
+from ..plans.permutations import (
     filled_orderings_and_references,
     pair_antithetic,
     permutation_contributions,
     permutation_plan,
     permutation_ranks,
-    random_indices,
 )
 from ..uncertainty.intervals import check_confidence, mean_and_half_width
 from ._options import check_count, check_flag, check_generator
@@ -297,7 +297,7 @@ def _draw_orderings(
 
 def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
     """Whether ``budget=`` adds orderings while their distinct prefixes fit
-    (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
+    (:func:`~captum_graphshap.plans.permutations.filled_orderings`).
 
     With ``references`` a row is a prefix and its reference. Not with
     ``control_variate`` and ``control_coefficient="optimal"``, whose

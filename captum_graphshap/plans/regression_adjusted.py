@@ -1,7 +1,7 @@
 r"""Regression-adjusted Shapley estimation with a cubic surrogate fitted from the samples.
 
 The plan (:func:`cubic_kernel_plan`) is paired and size-stratified
-(:func:`~captum_graphshap.plans.sampling.stratified_paired_coalitions`):
+(:func:`~captum_graphshap.plans.stratified.stratified_paired_coalitions`):
 each sampled coalition comes with its complement, sizes with few coalitions
 are enumerated, and no budget is spent on duplicates.
 
@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
 from .odd_fit import select_and_fit
-from .sampling import stratified_paired_coalitions
+from .stratified import stratified_paired_coalitions
 from .surrogates import OddCubicSurrogate, select_triples
 
 #: Triples are fitted only when there are at least this many pairs per feature:

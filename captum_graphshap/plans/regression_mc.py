@@ -12,7 +12,7 @@ The plan evaluates the endpoints, **enumerates** every size pair whose
 coalitions fit its share of the budget (exactly, so no budget goes to
 duplicates), and draws the remaining pairs **i.i.d.**: a size pair with
 probability ``q_s`` (even over the open size pairs, as in
-:func:`~captum_graphshap.plans.sampling.size_allocation`), then a uniform
+:func:`~captum_graphshap.plans.stratified.size_allocation`), then a uniform
 coalition of it. An i.i.d. draw ``T`` gives the unbiased term
 ``(N_s / q_s) 2 c_i(T) u(T)`` (``N_s`` the size pair's number of pairs).
 
@@ -47,10 +47,11 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from .draws import uniform_subsets
 from .odd_fit import every_column_targets, shares_triple_design, use_walsh, walsh_tables
 from .regression_adjusted import PARAMETERS_PER_PAIR, fit_odd_surrogate, ranked_triples
 from .regression_adjusted import triple_count as cubic_triple_count
-from .sampling import distinct_subsets, pair_capacity, size_allocation, uniform_subsets
+from .stratified import distinct_subsets, pair_capacity, size_allocation
 from .surrogates import OddCubicSurrogate
 
 #: Cross-fitting folds. Measured on the Friedman GELU game (d = 16, 6

@@ -16,7 +16,7 @@ from statistics import NormalDist
 import torch
 from torch import Tensor
 
-from ..plans.sampling import random_indices
+from ..plans.draws import random_indices
 
 #: resampled means of the ``"bootstrap"`` interval
 BOOTSTRAP_RESAMPLES = 1000
