@@ -95,11 +95,9 @@ KERNEL_ESTIMATORS: tuple[str, ...] = (
 )
 #: Beyond :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features,
 #: ``estimator="auto"`` samples antithetic permutations below this many
-#: evaluations per feature and fits the cubic surrogate from it on. Measured
-#: on random MLPs the benchmark does not use (d = 10 and 16, ReLU and GELU, 6
-#: models x 6 explicands x 3 seeds): the cubic fit's error over antithetic
-#: permutations' is 0.80-1.03 at 4 d, 0.69-0.85 at 6 d, 0.64-0.76 at 8 d and
-#: 0.42-0.65 at 16 d. Up to 32 features ``"walsh_gp"`` beats both there.
+#: evaluations per feature and fits the cubic surrogate from it on, where the
+#: cubic fit's error falls below the permutations' (benchmarks/README.md,
+#: "Constants and their measurements").
 AUTO_PERMUTATIONS_BELOW = 6
 
 

@@ -54,10 +54,9 @@ from .regression_adjusted import triple_count as cubic_triple_count
 from .stratified import distinct_subsets, pair_capacity, size_allocation
 from .surrogates import OddCubicSurrogate
 
-#: Cross-fitting folds. Measured on the Friedman GELU game (d = 16, 6
-#: explicands x 4 seeds, relative error at 64 / 256 / 1,024 / 4,096
-#: evaluations): 2 folds 0.56 / 6.0e-3 / 8.7e-4 / 7.5e-5 (half the draws per
-#: fit), 8 folds 1.7e-2 / 6.3e-3 / 5.9e-4 / 5.8e-5, 16 folds about the same as 8.
+#: Cross-fitting folds: more folds give each fit more of the draws; beyond 8
+#: the error no longer falls (benchmarks/README.md, "Constants and their
+#: measurements").
 FOLDS = 8
 
 
