@@ -65,9 +65,9 @@ from torch import Tensor, nn  # noqa: E402
 
 from captum_graphshap import PairedKernelShap  # noqa: E402
 from captum_graphshap.attr.paired_kernel_shap import auto_plan  # noqa: E402
+from captum_graphshap.plans.paired_designs import paired_kernel_plan  # noqa: E402
 from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan  # noqa: E402
 from captum_graphshap.plans.regression_mc import regression_mc_plan  # noqa: E402
-from captum_graphshap.plans.sampling import paired_kernel_plan  # noqa: E402
 
 OURS = ("cubic", "regression_mc", "stratified", "kernel", "auto")
 CPU = torch.device("cpu")

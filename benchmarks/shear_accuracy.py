@@ -51,7 +51,7 @@ from captum_graphshap.attr.shear import Shear
 from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.metrics.accuracy import absolute_error, ranking_accuracy
 from captum_graphshap.plans.cross_contributions import select_cooperators
-from captum_graphshap.plans.sampling import shear_coalitions, shear_estimates
+from captum_graphshap.plans.shear import shear_coalitions, shear_estimates
 
 BUDGETS = (8, 16, 32, 64)
 

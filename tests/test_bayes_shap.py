@@ -10,7 +10,10 @@ import torch
 
 from captum_graphshap.attr.bayes_shap import BayesShap
 from captum_graphshap.attr.exact_shapley import ExactShapley
-from captum_graphshap.plans.sampling import kernel_size_probabilities, sample_kernel_coalitions
+from captum_graphshap.plans.paired_designs import (
+    kernel_size_probabilities,
+    sample_kernel_coalitions,
+)
 from captum_graphshap.uncertainty.bayes import (
     PRIOR_PRECISION,
     DesignStatistics,

@@ -24,7 +24,7 @@ from captum_graphshap.plans.bivariate import (
     local_support,
     permutation_prefixes,
 )
-from captum_graphshap.plans.sampling import permutation_ranks
+from captum_graphshap.plans.permutations import permutation_ranks
 
 from .reference import Game, TableGame, brute_shapley, mlp, model_game
 

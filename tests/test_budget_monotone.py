@@ -9,6 +9,7 @@ examples; a larger budget may exceed a smaller one's by at most 15%.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 import torch
@@ -71,7 +72,7 @@ def errors_and_widths(d: int, activation: type[nn.Module], bayes: bool) -> dict[
 def test_a_larger_budget_is_never_worse(d: int, activation: type[nn.Module], bayes: bool) -> None:
     table = errors_and_widths(d, activation, bayes)
     budgets = sorted(table)
-    for smaller, larger in zip(budgets, budgets[1:]):
+    for smaller, larger in itertools.pairwise(budgets):
         assert table[larger][0] <= TOLERANCE * table[smaller][0], (smaller, larger, table)
 
 
@@ -79,5 +80,5 @@ def test_a_larger_budget_is_never_worse(d: int, activation: type[nn.Module], bay
 def test_bayes_shap_intervals_narrow_with_the_budget(activation: type[nn.Module]) -> None:
     table = errors_and_widths(14, activation, True)
     budgets = sorted(table)
-    for smaller, larger in zip(budgets, budgets[1:]):
+    for smaller, larger in itertools.pairwise(budgets):
         assert table[larger][1] <= TOLERANCE * table[smaller][1], (smaller, larger, table)

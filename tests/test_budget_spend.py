@@ -15,11 +15,10 @@ import pytest
 import torch
 
 import captum_graphshap as cg
-from captum_graphshap.plans.sampling import (
-    filled_kernel_pairs,
+from captum_graphshap.plans.paired_designs import filled_kernel_pairs, kernel_shapley
+from captum_graphshap.plans.permutations import (
     filled_orderings,
     filled_orderings_and_references,
-    kernel_shapley,
     permutation_contributions,
     prefix_coalitions,
 )

@@ -14,16 +14,13 @@ from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
 from captum_graphshap.engine.derivatives import taylor_terms
 from captum_graphshap.plans.linear import shapley_from_all_coalitions
+from captum_graphshap.plans.permutations import permutation_ranks
 from captum_graphshap.plans.regression_adjusted import (
     cubic_kernel_plan,
     held_out_error,
     triple_count,
 )
-from captum_graphshap.plans.sampling import (
-    permutation_ranks,
-    size_allocation,
-    stratified_paired_coalitions,
-)
+from captum_graphshap.plans.stratified import size_allocation, stratified_paired_coalitions
 from captum_graphshap.plans.surrogates import (
     OddCubicSurrogate,
     QuadraticSurrogate,

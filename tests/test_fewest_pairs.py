@@ -21,7 +21,7 @@ from captum_graphshap.attr.guards import (
     check_attribution_scale,
 )
 from captum_graphshap.plans import walsh_gp
-from captum_graphshap.plans.sampling import stratified_paired_coalitions
+from captum_graphshap.plans.stratified import stratified_paired_coalitions
 from captum_graphshap.plans.walsh_gp import (
     WalshGPDesign,
     identifies_linear_parities,

@@ -14,7 +14,7 @@ from captum_graphshap.attr.c_shapley import CShapley
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.l_shapley import LShapley
 from captum_graphshap.graphs import FeatureGraph, LineGraph
-from captum_graphshap.plans.sampling import permutation_ranks
+from captum_graphshap.plans.permutations import permutation_ranks
 from captum_graphshap.uncertainty.intervals import (
     check_confidence,
     interval_over_references,

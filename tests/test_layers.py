@@ -1,14 +1,19 @@
-"""The import graph of the package points down only, function-level imports included.
+"""The house rules of the package, read from its source.
 
 Every subpackage has a layer; a module may import from its own layer or
-below, and the subpackages' import graph has no cycle. The imports are read
-from the source with ``ast`` (so an import hidden inside a function counts),
-relative imports resolved against the importing module.
+below, and neither the subpackages' nor the modules' import graph has a
+cycle. The imports are read with ``ast`` (so an import hidden inside a
+function counts, and so does ``importlib.import_module("captum_graphshap...")``),
+relative imports resolved against the importing module. Every library module
+stays within :data:`MAX_CODE_LINES` code lines, its module docstring within
+:data:`MAX_MODULE_DOCSTRING_LINES` lines, and no docstring or comment carries
+a date (measurements and their history live in ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,6 +35,21 @@ LAYERS = {
     ),
     "apps": 6,
 }
+
+#: Non-blank, non-comment lines (docstrings count) a library module may have.
+MAX_CODE_LINES = 600
+MAX_MODULE_DOCSTRING_LINES = 40
+#: Modules whose docstrings are being rewritten on other branches; the docstring
+#: and date checks skip them until those land (then this set is emptied).
+DOCSTRINGS_REWRITTEN_ELSEWHERE = {"plans/walsh_gp.py", "plans/odd_fit.py"}
+#: ``(from, to)`` subpackage imports that still run upward: ``llm``'s deprecated
+#: ``toy_task`` name, imported from ``apps`` on demand until it goes.
+KNOWN_UPWARD = {("llm", "apps")}
+#: An ISO date, or a month and year.
+DATE = re.compile(
+    r"\b(19|20)\d\d-[01]\d-[0-3]\d\b|\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
+    r"[a-z]*\.? (19|20)\d\d\b"
+)
 
 
 def _module_name(path: Path, root: Path = PACKAGE) -> list[str]:
@@ -59,7 +79,23 @@ def _imported_subpackages(path: Path, root: Path = PACKAGE) -> set[str]:
                 target = alias.name.split(".")
                 if target[:1] == ["captum_graphshap"] and len(target) > 1:
                     found.add(target[1])
+        elif (target_name := _import_module_target(node)) is not None:
+            target = target_name.split(".")
+            if target[:1] == ["captum_graphshap"] and len(target) > 1:
+                found.add(target[1])
     return found
+
+
+def _import_module_target(node: ast.AST) -> str | None:
+    """The module named by ``importlib.import_module("...")`` when it is a literal."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    first = node.args[0]
+    if name == "import_module" and isinstance(first, ast.Constant):
+        return str(first.value)
+    return None
 
 
 def _edges() -> dict[str, set[str]]:
@@ -85,7 +121,7 @@ def test_imports_point_down_only():
         f"{source} (layer {LAYERS[source]}) imports {target} (layer {LAYERS[target]})"
         for source, targets in _edges().items()
         for target in targets
-        if LAYERS[target] > LAYERS[source]
+        if LAYERS[target] > LAYERS[source] and (source, target) not in KNOWN_UPWARD
     )
     assert not upward, upward
 
@@ -117,3 +153,162 @@ def test_the_reader_finds_hidden_and_absolute_imports(tmp_path):
         "import captum_graphshap.apps.demo\nfrom captum_graphshap import uncertainty\n"
     )
     assert _imported_subpackages(probe, root) == {"attr", "apps", "uncertainty"}
+
+
+def test_the_reader_finds_an_import_module_call(tmp_path):
+    root = tmp_path / "captum_graphshap"
+    (root / "text").mkdir(parents=True)
+    probe = root / "text" / "__init__.py"
+    probe.write_text(
+        "import importlib\ndef __getattr__(name):\n"
+        "    return importlib.import_module('captum_graphshap.apps.minilm')\n"
+    )
+    assert _imported_subpackages(probe, root) == {"apps"}
+
+
+def _module_edges(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (a name imported from a package counts
+    as its submodule when there is one, else as the package's ``__init__``)."""
+    modules = {".".join(_module_name(path, root)): path for path in root.rglob("*.py")}
+
+    def known(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        while parts and ".".join(parts) not in modules:
+            parts.pop()
+        return ".".join(parts) or None
+
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name.split(".")
+        package = here if path.name == "__init__.py" else here[:-1]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - (node.level - 1)] if node.level else []
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                targets |= {known(f"{module}.{alias.name}") for alias in node.names}
+            elif isinstance(node, ast.Import):
+                targets |= {known(alias.name) for alias in node.names}
+            elif (literal := _import_module_target(node)) is not None:
+                targets.add(known(literal))
+        edges[name] = {t for t in targets if t is not None and t != name}
+    return edges
+
+
+def _module_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_cycle_between_modules():
+    assert not _module_cycles(_module_edges()), _module_cycles(_module_edges())
+
+
+def test_the_cycle_check_finds_a_lazy_cycle(tmp_path):
+    root = tmp_path / "captum_graphshap"
+    (root / "distributed").mkdir(parents=True)
+    (root / "distributed" / "__init__.py").write_text("")
+    (root / "distributed" / "shards.py").write_text("from .fingerprint import canonical\n")
+    (root / "distributed" / "fingerprint.py").write_text(
+        "def digest():\n    from .shards import example_at\n"
+    )
+    (root / "distributed" / "ray_runner.py").write_text("from . import shards\n")
+    assert _module_cycles(_module_edges(root)) == [
+        ["captum_graphshap.distributed.fingerprint", "captum_graphshap.distributed.shards"]
+    ]
+
+
+def _library_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def code_lines(source: str) -> int:
+    """Lines that are neither blank nor comments (docstrings count)."""
+    return sum(
+        1 for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def test_every_library_module_is_within_the_code_line_bound():
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in _library_modules()
+        if (lines := code_lines(path.read_text())) > MAX_CODE_LINES
+    }
+    assert not long, f"split these by idea (at most {MAX_CODE_LINES} code lines): {long}"
+
+
+def test_code_lines_leave_out_blanks_and_comments_only():
+    assert code_lines('"""Doc.\n\nMore."""\n\n# why\nx = 1  # inline\n    # indented\n') == 3
+
+
+def _docstring_checked(path: Path) -> bool:
+    return str(path.relative_to(PACKAGE)) not in DOCSTRINGS_REWRITTEN_ELSEWHERE
+
+
+def test_no_module_docstring_is_longer_than_the_bound():
+    long = {}
+    for path in filter(_docstring_checked, _library_modules()):
+        body = ast.parse(path.read_text()).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            lines = (body[0].end_lineno or body[0].lineno) - body[0].lineno + 1
+            if lines > MAX_MODULE_DOCSTRING_LINES:
+                long[str(path.relative_to(PACKAGE))] = lines
+    assert not long, f"module docstrings over {MAX_MODULE_DOCSTRING_LINES} lines: {long}"
+
+
+def test_no_date_in_library_docstrings_or_comments():
+    dated = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()[:80]}"
+        for path in filter(_docstring_checked, _library_modules())
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if DATE.search(line)
+    ]
+    assert not dated, f"dates belong in benchmarks/README.md: {dated}"
+
+
+def test_the_date_pattern_finds_dates_and_leaves_versions_and_sizes():
+    found = [
+        text
+        for text in ["(2026-11-25, 10 explicands)", "in Nov 2026", "measured March 2025",
+                     "version 2026.1", "2**20 rows", "d = 2048 - 12", "sha256"]
+        if DATE.search(text)
+    ]  # fmt: skip
+    assert found == ["(2026-11-25, 10 explicands)", "in Nov 2026", "measured March 2025"]

@@ -8,7 +8,7 @@ import torch
 
 import captum_graphshap.plans.odd_fit as odd_fit
 from captum_graphshap.plans.odd_fit import FoldSystems, PrefixFactor, select_and_fit, walsh_tables
-from captum_graphshap.plans.sampling import stratified_paired_coalitions
+from captum_graphshap.plans.stratified import stratified_paired_coalitions
 from captum_graphshap.plans.surrogates import OddCubicSurrogate, odd_features, select_triples
 
 from .reference_fits import reference_fold_grams, reference_select_and_fit

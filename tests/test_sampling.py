@@ -12,7 +12,7 @@ from torch import nn
 
 from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
-from captum_graphshap.plans.sampling import permutation_ranks
+from captum_graphshap.plans.permutations import permutation_ranks
 
 from .reference import CallCounter, TableGame, brute_permutation_samples, brute_shapley
 

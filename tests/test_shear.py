@@ -15,7 +15,7 @@ from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
 from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.plans.cross_contributions import select_cooperators
-from captum_graphshap.plans.sampling import shear_coalitions, shear_estimates
+from captum_graphshap.plans.shear import shear_coalitions, shear_estimates
 
 from .reference import CallCounter, brute_shapley, model_game
 

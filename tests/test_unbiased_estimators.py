@@ -15,13 +15,13 @@ from captum_graphshap.plans.control_variates import (
     ordering_groups,
     surrogate_contributions,
 )
-from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan
-from captum_graphshap.plans.regression_mc import pair_weights, regression_mc_plan
-from captum_graphshap.plans.sampling import (
+from captum_graphshap.plans.permutations import (
     permutation_contributions,
     permutation_ranks,
     prefix_coalitions,
 )
+from captum_graphshap.plans.regression_adjusted import cubic_kernel_plan
+from captum_graphshap.plans.regression_mc import pair_weights, regression_mc_plan
 from captum_graphshap.plans.surrogates import QuadraticSurrogate
 
 from .reference import CallCounter, TableGame

@@ -483,7 +483,7 @@ def test_the_process_interpolates_its_observations() -> None:
     """The odd part predicted at the observed coalitions is the observed one, by the
     pattern table (d <= 2 log2 rows) and feature by feature alike."""
     d, pairs = 10, 40
-    plan, rows, values = planned_values(d, pairs, seed=3)
+    _plan, rows, values = planned_values(d, pairs, seed=3)
     sampled = rows[2 : 2 + pairs]
     signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]

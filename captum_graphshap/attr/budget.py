@@ -6,7 +6,8 @@ turns it into its own ``n_samples`` with a worst-case cost formula, so the
 evaluations made never exceed it; the samplers whose draws repeat
 (PairedKernelShap's ``"kernel"`` and permutations, BayesShap,
 ShapleySampling) then draw on until their distinct rows fill it
-(``plans/sampling.py``: ``filled_kernel_pairs``, ``filled_orderings``). The
+(``plans/paired_designs.py`` ``filled_kernel_pairs``, ``plans/permutations.py``
+``filled_orderings``). The
 evaluations actually made come back as ``n_evaluations``.
 
 The graph methods (Myerson, L-/C-Shapley) have no samples to choose: their

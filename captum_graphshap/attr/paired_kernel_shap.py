@@ -12,14 +12,10 @@ from ..engine.coalition_game import CoalitionGame
 from ..engine.plan import Plan
 from ..plans.exact import exact_shapley_plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.paired_designs import filled_kernel_plan, paired_kernel_plan
+from ..plans.permutations import filled_orderings, shared_permutation_plan
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
-from ..plans.sampling import (
-    filled_kernel_plan,
-    filled_orderings,
-    paired_kernel_plan,
-    shared_permutation_plan,
-)
 from ..plans.walsh_gp import auto_fit_pairs, auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
@@ -100,11 +96,9 @@ KERNEL_ESTIMATORS: tuple[str, ...] = (
 )
 #: Beyond :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features,
 #: ``estimator="auto"`` samples antithetic permutations below this many
-#: evaluations per feature and fits the cubic surrogate from it on. Measured
-#: on random MLPs the benchmark does not use (d = 10 and 16, ReLU and GELU, 6
-#: models x 6 explicands x 3 seeds): the cubic fit's error over antithetic
-#: permutations' is 0.80-1.03 at 4 d, 0.69-0.85 at 6 d, 0.64-0.76 at 8 d and
-#: 0.42-0.65 at 16 d. Up to 32 features ``"walsh_gp"`` beats both there.
+#: evaluations per feature and fits the cubic surrogate from it on, where the
+#: cubic fit's error falls below the permutations' (benchmarks/README.md,
+#: "Constants and their measurements").
 AUTO_PERMUTATIONS_BELOW = 6
 
 

@@ -16,14 +16,14 @@ from ..plans.control_variates import (
     ordering_groups,
     surrogate_contributions,
 )
+from ..plans.draws import random_indices
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
-from ..plans.sampling import (
+from ..plans.permutations import (
     filled_orderings_and_references,
     pair_antithetic,
     permutation_contributions,
     permutation_plan,
     permutation_ranks,
-    random_indices,
 )
 from ..uncertainty.intervals import check_confidence, mean_and_half_width
 from ._options import check_count, check_flag, check_generator
@@ -74,15 +74,12 @@ class ShapleySamplingOptions(Options):
             ``"t"`` interval and a moderated ``t`` whose per-feature variance
             is shrunk toward a prior fitted across the features
             (:func:`~captum_graphshap.uncertainty.moderated_half_width`);
-            a 95% interval covers at least 0.93 from 16 orderings on every
-            model measured (a trained one included), and from the fewest
-            orderings allowed (4 antithetic or 2 independent) on random MLPs
-            with ``d >= 8``; below 16 orderings a model with skewed
-            contributions still under-covers (docs/guide/uncertainty.md has
-            the table); ``"t"`` (``t_{K-1} * SSD / sqrt(K)``, the plain
-            Student interval, which covers 0.68-0.93 at the fewest
-            orderings: a feature's few samples often coincide, leaving a
-            zero-width interval);
+            below 16 orderings a model with skewed contributions can
+            under-cover (docs/guide/uncertainty.md has the measured
+            coverage); ``"t"`` (``t_{K-1} * SSD / sqrt(K)``, the plain
+            Student interval, which under-covers at few orderings: a
+            feature's few samples often coincide, leaving a zero-width
+            interval);
             ``"normal"`` (the same with the normal ``z``, which under-covers
             more) or ``"bootstrap"`` (percentile interval of 1000 resampled
             means, halved).
@@ -297,7 +294,7 @@ def _draw_orderings(
 
 def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
     """Whether ``budget=`` adds orderings while their distinct prefixes fit
-    (:func:`~captum_graphshap.plans.sampling.filled_orderings`).
+    (:func:`~captum_graphshap.plans.permutations.filled_orderings`).
 
     With ``references`` a row is a prefix and its reference. Not with
     ``control_variate`` and ``control_coefficient="optimal"``, whose

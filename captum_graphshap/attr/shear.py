@@ -22,7 +22,7 @@ from ..plans.cross_contributions import select_cooperators
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
-from ..plans.sampling import shear_plan
+from ..plans.shear import shear_plan
 from ._options import check_count, check_flag, check_generator
 from .base import Options, Outcome, SampledAttribution, evaluate_plan
 from .budget import check_budget

@@ -26,6 +26,10 @@ Hashing the data reads every example once (``O(data)``, in the driver, at
 every call): a map-style dataset that loads its examples lazily is read in
 full before Ray starts. That is the price of refusing to mix shards made
 from other data; it is a small part of explaining every example.
+
+This module owns the manifest and what an example is (:func:`example_at`,
+which the data's hash streams through); :mod:`.shards` owns the files and
+imports from here, never the other way.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+#: The keys an example given as a dict may have: ``attribute``'s per-example arguments.
+EXAMPLE_KEYS = ("inputs", "target", "baselines", "feature_mask")
 #: The format of the manifest this version writes.
 MANIFEST_FORMAT = "captum_graphshap.explain_dataset/2"
 #: Models with more parameter and buffer bytes than this are described by
@@ -182,15 +188,42 @@ def _feed(hasher: Any, value: Any, where: str) -> None:
         _feed(hasher, tensor, where)
 
 
+def example_at(dataset: Any, position: int) -> dict[str, Any]:
+    """Example ``position`` as a dict with the keys of :data:`EXAMPLE_KEYS`.
+
+    A tensor or array is the input; a tuple or list is ``(inputs,)`` or
+    ``(inputs, target)`` (as ``TensorDataset`` gives); a dict names its parts.
+    """
+    if isinstance(dataset, Mapping):
+        item: Any = {key: column[position] for key, column in dataset.items()}
+    else:
+        item = dataset[position]
+    if isinstance(item, Mapping):
+        unknown = sorted(set(item) - set(EXAMPLE_KEYS))
+        if unknown or "inputs" not in item:
+            raise ValueError(
+                f"an example given as a dict must have 'inputs' and may have "
+                f"{', '.join(repr(k) for k in EXAMPLE_KEYS[1:])}; example {position} has "
+                f"{sorted(item)}."
+            )
+        return dict(item)
+    if isinstance(item, (tuple, list)):
+        if len(item) not in (1, 2):
+            raise ValueError(
+                f"an example given as a tuple must be (inputs,) or (inputs, target); "
+                f"example {position} has {len(item)} parts. Use a dict with the keys "
+                f"{EXAMPLE_KEYS} for more."
+            )
+        return {"inputs": item[0]} if len(item) == 1 else {"inputs": item[0], "target": item[1]}
+    return {"inputs": item}
+
+
 def data_digest(dataset: Any, n_examples: int) -> str:
     """sha256 over every example's parts (names, dtypes, shapes, bytes), in order.
 
-    Streaming: one example at a time through
-    :func:`~captum_graphshap.distributed.shards.example_at`, so memory stays
-    that of one example; time is one pass over the data.
+    Streaming: one example at a time through :func:`example_at`, so memory
+    stays that of one example; time is one pass over the data.
     """
-    from .shards import example_at  # shards imports this module
-
     hasher = hashlib.sha256()
     for position in range(n_examples):
         hasher.update(f"E{position};".encode())

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .._warnings import warn_caller
-from .fingerprint import explainer_record, run_manifest
+from .fingerprint import example_at, explainer_record, run_manifest
 from .shards import (
     EXTRA_HINT,
     ShardSettings,
@@ -26,7 +26,6 @@ from .shards import (
     check_manifest,
     check_positive,
     dataset_length,
-    example_at,
     explain_range,
     read_explainer,
     record_explainer,

@@ -41,7 +41,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .fingerprint import MANIFEST_FORMAT, canonical, explainer_differences, manifest_differences
+from .fingerprint import (
+    MANIFEST_FORMAT,
+    canonical,
+    example_at,
+    explainer_differences,
+    manifest_differences,
+)
 
 #: The extra that installs what this subpackage needs.
 EXTRA_HINT = 'pip install "captum-graphshap[ray]"'
@@ -53,8 +59,6 @@ TEMPORARY_SUFFIX = ".tmp"
 LAYOUT_KEY = b"captum_graphshap"
 RUN_KEY = b"captum_graphshap_run"
 SHARD_PATTERN = re.compile(r"^shard-(\d{6})\.parquet$")
-#: The keys an example given as a dict may have: ``attribute``'s per-example arguments.
-EXAMPLE_KEYS = ("inputs", "target", "baselines", "feature_mask")
 _SEED_STRIDE = 1_000_003
 
 
@@ -125,36 +129,6 @@ def dataset_length(dataset: Any) -> int:
             f"dataset (with __len__ and __getitem__), got {type(dataset).__name__}."
         )
     return len(dataset)
-
-
-def example_at(dataset: Any, position: int) -> dict[str, Any]:
-    """Example ``position`` as a dict with the keys of :data:`EXAMPLE_KEYS`.
-
-    A tensor or array is the input; a tuple or list is ``(inputs,)`` or
-    ``(inputs, target)`` (as ``TensorDataset`` gives); a dict names its parts.
-    """
-    if isinstance(dataset, Mapping):
-        item: Any = {key: column[position] for key, column in dataset.items()}
-    else:
-        item = dataset[position]
-    if isinstance(item, Mapping):
-        unknown = sorted(set(item) - set(EXAMPLE_KEYS))
-        if unknown or "inputs" not in item:
-            raise ValueError(
-                f"an example given as a dict must have 'inputs' and may have "
-                f"{', '.join(repr(k) for k in EXAMPLE_KEYS[1:])}; example {position} has "
-                f"{sorted(item)}."
-            )
-        return dict(item)
-    if isinstance(item, (tuple, list)):
-        if len(item) not in (1, 2):
-            raise ValueError(
-                f"an example given as a tuple must be (inputs,) or (inputs, target); "
-                f"example {position} has {len(item)} parts. Use a dict with the keys "
-                f"{EXAMPLE_KEYS} for more."
-            )
-        return {"inputs": item[0]} if len(item) == 1 else {"inputs": item[0], "target": item[1]}
-    return {"inputs": item}
 
 
 def _stack(values: list[Any], device: torch.device) -> Any:

@@ -41,12 +41,11 @@ from .._warnings import warn_caller
 
 #: First call of the automatic batching: about this many input elements
 #: (2^19: 2 MiB of float32 per call; 3 rows of a 224 x 224 RGB image, 668 of
-#: a 28 x 28 digit), from which calls grow while they get faster. The fixed
-#: size before measured batching: starting at 2^17 made a 16,551-row plan of
-#: a small CNN 1.85x slower (benchmarks/lc_speed.py), all of it probing.
+#: a 28 x 28 digit), from which calls grow while they get faster: a smaller
+#: start spends a small plan's time probing (benchmarks/lc_speed.py).
 START_ELEMENTS_PER_CALL = 2**19
-#: The fixed call size of ``perturbations_per_eval=None`` before calls were
-#: sized by measurement; benchmarks print it for comparison.
+#: A fixed call size the benchmarks print beside the measured sizing, for
+#: comparison.
 AUTO_ELEMENTS_PER_CALL = 2**19
 #: A doubling is kept when rows per second grow by at least this factor.
 GROWTH_GAIN = 1.08

@@ -37,13 +37,8 @@ from ..graphs import FeatureGraph
 from ..graphs.bitsets import masks_to_rows
 from .limits import MAX_COALITIONS, check_neighbourhood_plan_size
 from .linear import SparseLinearMap, shapley_weights
-from .sampling import (
-    MAX_FILL_DRAWS,
-    filled_kernel_pairs,
-    filled_orderings,
-    kernel_coalitions,
-    permutation_ranks,
-)
+from .paired_designs import MAX_FILL_DRAWS, filled_kernel_pairs, kernel_coalitions
+from .permutations import filled_orderings, permutation_ranks
 
 #: ``budget=`` with ``estimator="kernel"``: at most this many i.i.d. draws per distinct
 #: pair while filling (the fit runs on the draws, repeats included)
@@ -185,7 +180,7 @@ def kernel_plan(
     """Paired coalitions drawn from the Shapley kernel, endpoints excluded.
 
     The plan of :class:`~captum_graphshap.attr.PairedKernelShap`
-    (:func:`~captum_graphshap.plans.sampling.kernel_coalitions`): sizes ``s`` in
+    (:func:`~captum_graphshap.plans.paired_designs.kernel_coalitions`): sizes ``s`` in
     ``1..d-1`` with probability proportional to ``1 / (s (d - s))``, a
     uniform subset of that size, then its complement, so every coalition is
     drawn with probability proportional to its kernel weight and the
@@ -396,7 +391,7 @@ def bivariate_permutation_plan(
     """The paper's Alg. 1 as a plan: permutations shared by the batch.
 
     With ``budget`` (distinct evaluations), permutations are added while
-    their distinct prefixes fit it (:func:`~captum_graphshap.plans.sampling.filled_orderings`,
+    their distinct prefixes fit it (:func:`~captum_graphshap.plans.permutations.filled_orderings`,
     at least ``n_permutations``): each stays uniform given the count, so
     the estimator stays unbiased.
     """
@@ -421,7 +416,7 @@ def bivariate_kernel_plan(
 
     With ``fill`` the ``n_samples`` are distinct coalitions (``budget=``):
     pairs are drawn i.i.d. until ``n_samples / 2`` are distinct
-    (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`, at most
+    (:func:`~captum_graphshap.plans.paired_designs.filled_kernel_pairs`, at most
     :data:`FILL_DRAWS_PER_PAIR` draws a pair and ``MAX_FILL_DRAWS`` in all)
     and the fit runs on the draws, repeats included; the engine evaluates
     each distinct one once.

@@ -17,8 +17,8 @@ half uses the coefficient of the other, so the estimate stays exactly
 unbiased (a coefficient fitted on the same samples biases it at O(1/M)).
 
 Under antithetic pairs the quadratic part of a game cancels already, so a
-quadratic surrogate gains little there (measured: error ratios 1.00-1.10 on
-smooth MLPs); with independent orderings (``antithetic=False``, Captum's
+quadratic surrogate gains little there (benchmarks/README.md, "Constants
+and their measurements"); with independent orderings (``antithetic=False``, Captum's
 sampler) it removes the quadratic part's noise. Efficiency holds per ordering
 (:func:`efficient`).
 """

@@ -1,7 +1,7 @@
 r"""Regression-adjusted Shapley estimation with a cubic surrogate fitted from the samples.
 
 The plan (:func:`cubic_kernel_plan`) is paired and size-stratified
-(:func:`~captum_graphshap.plans.sampling.stratified_paired_coalitions`):
+(:func:`~captum_graphshap.plans.stratified.stratified_paired_coalitions`):
 each sampled coalition comes with its complement, sizes with few coalitions
 are enumerated, and no budget is spent on duplicates.
 
@@ -33,12 +33,12 @@ from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
 from .odd_fit import select_and_fit
-from .sampling import stratified_paired_coalitions
+from .stratified import stratified_paired_coalitions
 from .surrogates import OddCubicSurrogate, select_triples
 
 #: Triples are fitted only when there are at least this many pairs per feature:
-#: below, the linear fit needs every sample (measured: 8 d evaluations at d = 16
-#: gain nothing from triples).
+#: below, the linear fit needs every sample (measurements: benchmarks/README.md,
+#: "Constants and their measurements").
 MIN_PAIRS_PER_FEATURE = 6
 #: Parameters (linear + triples) as a share of the pairs.
 PARAMETERS_PER_PAIR = 0.35
@@ -48,17 +48,14 @@ MAX_PAIRWISE_FIT_FEATURES = 64
 #: these multiples of :func:`triple_count`, with :data:`SELECTION_FOLDS` folds
 #: of the pairs, while there are at most :data:`SELECTION_MAX_PAIRS_PER_FEATURE`
 #: pairs per feature (beyond, the fit is well determined and the choice
-#: changed nothing measurable). On held-out explicands of the six benchmark
-#: models (d = 13-16, 3 seeds) it cut the error at 256 / 1,024 evaluations by
-#: up to 1.9x (Friedman ReLU at 256: 2.2e-2 -> 1.1e-2; wine softplus at 1,024:
-#: 1.8e-4 -> 1.1e-4) and never raised it by more than 5%.
+#: changes nothing measurable). Measurements: benchmarks/README.md,
+#: "Constants and their measurements".
 TRIPLE_FRACTIONS = (0.0, 0.5, 1.0, 1.5)
 SELECTION_FOLDS = 5
 SELECTION_MAX_PAIRS_PER_FEATURE = 64
 #: ... and while the largest candidate fit has at most this many parameters:
-#: the selection costs 20 fits, each O(N P p^2). At d = 64, a batch of 64 and
-#: 4,096 evaluations (p = 1,042) it took the call from 60 s to 284 s and its
-#: peak memory from 3.3 to 4.5 GiB; the measured gains were all at p <= 260.
+#: the selection costs 20 fits, each O(N P p^2), and its gains are at small
+#: ``p`` (benchmarks/README.md, "Constants and their measurements").
 SELECTION_MAX_PARAMETERS = 320
 
 

@@ -12,7 +12,7 @@ The plan evaluates the endpoints, **enumerates** every size pair whose
 coalitions fit its share of the budget (exactly, so no budget goes to
 duplicates), and draws the remaining pairs **i.i.d.**: a size pair with
 probability ``q_s`` (even over the open size pairs, as in
-:func:`~captum_graphshap.plans.sampling.size_allocation`), then a uniform
+:func:`~captum_graphshap.plans.stratified.size_allocation`), then a uniform
 coalition of it. An i.i.d. draw ``T`` gives the unbiased term
 ``(N_s / q_s) 2 c_i(T) u(T)`` (``N_s`` the size pair's number of pairs).
 
@@ -47,16 +47,16 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from .draws import uniform_subsets
 from .odd_fit import every_column_targets, shares_triple_design, use_walsh, walsh_tables
 from .regression_adjusted import PARAMETERS_PER_PAIR, fit_odd_surrogate, ranked_triples
 from .regression_adjusted import triple_count as cubic_triple_count
-from .sampling import distinct_subsets, pair_capacity, size_allocation, uniform_subsets
+from .stratified import distinct_subsets, pair_capacity, size_allocation
 from .surrogates import OddCubicSurrogate
 
-#: Cross-fitting folds. Measured on the Friedman GELU game (d = 16, 6
-#: explicands x 4 seeds, relative error at 64 / 256 / 1,024 / 4,096
-#: evaluations): 2 folds 0.56 / 6.0e-3 / 8.7e-4 / 7.5e-5 (half the draws per
-#: fit), 8 folds 1.7e-2 / 6.3e-3 / 5.9e-4 / 5.8e-5, 16 folds about the same as 8.
+#: Cross-fitting folds: more folds give each fit more of the draws; beyond 8
+#: the error no longer falls (benchmarks/README.md, "Constants and their
+#: measurements").
 FOLDS = 8
 
 

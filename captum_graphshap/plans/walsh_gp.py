@@ -57,15 +57,15 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
+from .paired_designs import kernel_shapley
 from .regression_adjusted import (
     MAX_PAIRWISE_FIT_FEATURES,
     cubic_shapley,
     even_pairwise,
     triple_count,
 )
-from .sampling import (
+from .stratified import (
     distinct_subsets,
-    kernel_shapley,
     pair_capacity,
     size_allocation,
     stratified_paired_coalitions,

@@ -16,20 +16,18 @@ present whatever coalition is evaluated.
 Modules: :mod:`.words` (masks and baselines: pure functions of a tokenizer
 encoding) and :mod:`.visualize` (HTML). The offline MiniLM model and the
 zero-shot sentiment application live in :mod:`captum_graphshap.apps.minilm`
-(the ``text`` extra); their old names here still work for one release, with a
-``DeprecationWarning``.
+(the ``text`` extra); asking this package for one of their old names says so
+(the library never imports the applications).
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from typing import Any
 
 from .visualize import visualize_words
 from .words import token_baselines, token_feature_mask, word_feature_mask
 
-#: Names that moved to :mod:`captum_graphshap.apps.minilm` (deprecated here).
+#: Names that moved to :mod:`captum_graphshap.apps.minilm`.
 _MOVED_TO_APPS = frozenset(
     {
         "DEFAULT_PROTOTYPES",
@@ -46,13 +44,10 @@ _MOVED_TO_APPS = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED_TO_APPS:
-        warnings.warn(
+        raise AttributeError(
             f"captum_graphshap.text.{name} moved to captum_graphshap.apps.minilm; "
-            "import it from there (the old name goes in the next release).",
-            DeprecationWarning,
-            stacklevel=2,
+            f"import it from there: from captum_graphshap.apps.minilm import {name}"
         )
-        return getattr(importlib.import_module("captum_graphshap.apps.minilm"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from ..plans.sampling import (
-    distinct_ids,
+from ..plans.draws import distinct_ids
+from ..plans.paired_designs import (
     filled_kernel_pairs,
     kernel_size_probabilities,
     sample_kernel_coalitions,
@@ -281,7 +281,8 @@ class BayesShapRounds:
             example is at most this, or it has ``max_samples`` coalitions.
         fill: the first round's ``n_samples`` (or its focused share) count
             distinct coalitions, not draws (``budget=``): draws go on until
-            that many are distinct (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`),
+            that many are distinct
+            (:func:`~captum_graphshap.plans.paired_designs.filled_kernel_pairs`),
             each pair weighted and counted as often as it was drawn, so the
             posterior is the one of those i.i.d. draws; once every pair has
             come up, the rest of the draws are added as multiplicities (free);
@@ -493,7 +494,7 @@ def filled_draws(
     """``(P, d)`` distinct pairs of ``pairs`` or more i.i.d. kernel draws and ``(P,)`` counts.
 
     Draws until ``pairs`` are distinct
-    (:func:`~captum_graphshap.plans.sampling.filled_kernel_pairs`); when that
+    (:func:`~captum_graphshap.plans.paired_designs.filled_kernel_pairs`); when that
     exhausts every pair in fewer than ``pairs`` draws, the rest are
     drawn as multiplicities (:func:`pair_multiplicities`): they need no
     further evaluation.

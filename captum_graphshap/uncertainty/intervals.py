@@ -16,7 +16,7 @@ from statistics import NormalDist
 import torch
 from torch import Tensor
 
-from ..plans.sampling import random_indices
+from ..plans.draws import random_indices
 
 #: resampled means of the ``"bootstrap"`` interval
 BOOTSTRAP_RESAMPLES = 1000
@@ -149,12 +149,9 @@ def moderated_half_width(samples: Tensor, confidence: float) -> Tensor:
     covers whenever either does. The plain ``t`` misses when a feature's
     samples coincide by chance (zero spread, a zero-width interval); the
     moderated one can miss a feature whose spread the across-feature prior
-    underrates; each mostly covers where the other misses. Measured
-    (``benchmarks/sampling_coverage.py``), a 95% interval covers 0.95-0.98
-    from ``K = 2`` samples on random MLPs with ``d >= 8`` features, where the
-    plain ``t`` covers 0.87-0.93, and at least 0.93 from 16 orderings on a
-    trained MLP whose contributions are skewed (0.76-0.90 below that: no
-    interval from a few samples sees the rare large values they missed).
+    underrates; each mostly covers where the other misses. Its coverage,
+    against the plain ``t``'s, is measured by ``benchmarks/sampling_coverage.py``
+    (benchmarks/README.md).
     """
     count = samples.shape[1]
     if count < 2:
