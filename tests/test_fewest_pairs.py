@@ -22,11 +22,8 @@ from captum_graphshap.attr.guards import (
 )
 from captum_graphshap.plans import walsh_gp
 from captum_graphshap.plans.stratified import stratified_paired_coalitions
-from captum_graphshap.plans.walsh_gp import (
-    WalshGPDesign,
-    identifies_linear_parities,
-    walsh_gp_design,
-)
+from captum_graphshap.plans.walsh_design import identifies_linear_parities
+from captum_graphshap.plans.walsh_gp import WalshGPDesign, walsh_gp_design
 
 CPU = torch.device("cpu")
 

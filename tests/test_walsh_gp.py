@@ -17,12 +17,10 @@ from torch import nn
 from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
-from captum_graphshap.plans import walsh_gp
-from captum_graphshap.plans.walsh_gp import (
-    elementary_symmetric,
-    leave_one_out_symmetric,
-    walsh_gp_plan,
-)
+from captum_graphshap.plans import walsh_gp, walsh_kernel
+from captum_graphshap.plans.stratified import size_allocation
+from captum_graphshap.plans.walsh_gp import walsh_gp_plan
+from captum_graphshap.plans.walsh_kernel import elementary_symmetric, leave_one_out_symmetric
 from tests.reference import brute_shapley, model_game
 
 
@@ -194,7 +192,7 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     odd = 0.5 * signs[:, 0] - 0.3 * signs[:, 1] + 2.0 * signs[:, :3].prod(1)
     odd = (odd + 0.1 * signs[:, 3:].prod(1))[None]
     scale = torch.ones(1, d, dtype=torch.float64)
-    triples = walsh_gp.triple_parities(d, torch.device("cpu"))
+    triples = walsh_kernel.triple_parities(d, torch.device("cpu"))
     weights = torch.full((1, len(triples)), 0.2, dtype=torch.float64)
     weights[0, 0] = 5.0  # (0, 1, 2) comes first
     mean, spread = walsh_gp.posterior_means(signs, odd, scale, True, triples=weights)
@@ -311,8 +309,8 @@ def test_pattern_table_covariances_equal_the_feature_by_feature_build(d: int) ->
     relevance = torch.rand(3, 2, d, generator=g, dtype=torch.float64) * 3  # (E, W, d)
     top = min(walsh_gp.MAX_ORDER, d)
     grid = torch.rand(3, 2, top + 1, generator=g, dtype=torch.float64)  # (E, G, top + 1)
-    table = walsh_gp.pattern_covariances(signs, relevance, grid, top)
-    built = walsh_gp._built_covariances(signs, relevance, grid, top)
+    table = walsh_kernel.pattern_covariances(signs, relevance, grid, top)
+    built = walsh_kernel.built_covariances(signs, relevance, grid, top)
     lower = torch.ones(rows, rows, dtype=torch.bool).tril()
     torch.testing.assert_close(table * lower, built, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(table, table.mT)  # the table gives both triangles
@@ -367,7 +365,7 @@ def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
     for power, decay in whole:
         relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** power
         relevance = (relevance / relevance.mean())[:, None]
-        grid = walsh_gp.order_variances(d, decay)[None, None]
+        grid = walsh_kernel.order_variances(d, decay)[None, None]
         none = torch.zeros(1, 1, dtype=torch.bool)
         priors = walsh_gp._Priors(relevance, grid, relevance.new_zeros(1, 0), none)
         fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d))
@@ -470,7 +468,7 @@ def test_designs_beyond_the_fitted_pairs_extend_the_smaller_design() -> None:
     assert torch.equal(design.sampled[:512], small.sampled)
     assert len(torch.unique(design.sampled, dim=0)) == len(design.sampled) == 1500
     sizes = design.sampled.sum(1)
-    for size, count, mass in walsh_gp.size_allocation(16, 1500):
+    for size, count, mass in size_allocation(16, 1500):
         assert int((sizes == size).sum()) == count
         if count:
             torch.testing.assert_close(
@@ -494,13 +492,13 @@ def test_the_process_interpolates_its_observations() -> None:
     torch.testing.assert_close(predicted, odd, rtol=1e-6, atol=1e-8)
     torch.testing.assert_close(mean, walsh_gp.posterior_means(signs, odd, scale + 0.5)[0])
     relevance = scale + 0.5
-    variances = walsh_gp.order_variances(d, 0.1)[None]
+    variances = walsh_kernel.order_variances(d, 0.1)[None]
     top = variances.shape[1] - 1
-    table = walsh_gp._cross_covariances(signs[:7], signs, relevance, variances, top)
-    square = walsh_gp.pattern_covariances(signs, relevance[:, None], variances[:, None], top)
+    table = walsh_kernel.cross_covariances(signs[:7], signs, relevance, variances, top)
+    square = walsh_kernel.pattern_covariances(signs, relevance[:, None], variances[:, None], top)
     torch.testing.assert_close(table, square[:, 0, 0, :7])
     # the feature-by-feature branch (taken where 2^d outnumbers the rows squared)
-    built = walsh_gp._cross_covariances(signs[:2], signs[:3], relevance, variances, top)
+    built = walsh_kernel.cross_covariances(signs[:2], signs[:3], relevance, variances, top)
     torch.testing.assert_close(built, square[:, 0, 0, :2, :3])
 
 

@@ -61,8 +61,8 @@ class BayesShapOptions(Options):
             stopping reason, widest interval, perturbations still needed).
         estimator: the posterior: ``"auto"`` (default) is ``"walsh_gp"``
             wherever it applies (a fixed budget, not ``focused``, ``d`` from
-            2 to 32, at least ``d`` and at most 512 complementary pairs,
-            :data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_MAX_PAIRS`), else
+            2 to 32, at least ``d`` complementary pairs; see
+            :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`), else
             ``"kernel"``. ``"walsh_gp"``: the posterior of
             :class:`PairedKernelShap`'s ``estimator="walsh_gp"``, a Gaussian
             process over the Walsh parities of order three to seven beside
@@ -125,13 +125,14 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     sampling is a plan evaluated by the engine, its estimator the posterior
     update.
 
-    By default (``estimator="auto"``) a fixed budget of up to 512 pairs
-    (:data:`~captum_graphshap.plans.walsh_gp.AUTO_WALSH_GP_MAX_PAIRS`), for 2
-    to 32 features, gets the Walsh-basis Gaussian process instead
-    (``estimator="walsh_gp"``): the mean is :class:`PairedKernelShap`'s
-    default there (up to 16 features; below ``20 d`` evaluations above), several times
-    more accurate than the linear regression's, and the intervals are its
-    posterior's.
+    By default (``estimator="auto"``) a fixed budget for 2 to 32 features
+    gets the Walsh-basis Gaussian process instead (``estimator="walsh_gp"``):
+    its mean is :class:`PairedKernelShap`'s default, several times more
+    accurate than the linear regression's, and the intervals are its
+    posterior's. Beyond the pairs the process factorises (2,048 up to 16
+    features, :func:`~captum_graphshap.plans.walsh_gp.posterior_fit_pairs`)
+    it is fitted on those and adjusted over the others, its interval the
+    fitted process's: more budget never widens it.
 
     ``focused=True`` spends half the budget on the paper's focused
     (uncertainty) sampling, Alg. 2: candidates are chosen with probability

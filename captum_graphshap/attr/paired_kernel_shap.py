@@ -42,21 +42,19 @@ class PairedKernelShapOptions(Options):
         generator: ``torch.Generator`` for the draws (reproducible).
         estimator: ``"auto"`` (default): by the evaluations per example
             (``budget``, or ``n_samples + 2``): every coalition and exact
-            Shapley when they cover the ``2^d`` coalitions; ``"walsh_gp"``
-            from ``d`` pairs up to 512 pairs (1,026 evaluations) for
-            ``d <= 16``, and below ``20 d`` evaluations for ``d`` up to 32
-            (see :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`);
-            the ``"cubic"`` fit above; for more than 32 features, antithetic
-            permutations (:class:`ShapleySampling`'s estimator) below
-            ``6 d`` (see :data:`AUTO_PERMUTATIONS_BELOW`) and ``"cubic"``
-            from there. ``"walsh_gp"``: the stratified pairs and
-            Gaussian-process regression of their odd part in the Walsh
-            basis, the linear parities fitted and every parity of order
-            three to seven under a prior shrinking with the order and
-            favouring the relevant features, its shape chosen per example
-            by likelihood (see ``plans/walsh_gp.py``); exact on games of
-            order two, at least ``d`` pairs and at most 2,048 (and
-            ``d x pairs^2 <= 2^26``: its cost grows as the pairs cubed).
+            Shapley when they cover the ``2^d`` coalitions; up to 32
+            features ``"walsh_gp"`` from ``d`` pairs on, factorised on at
+            most 512 pairs (``d <= 16``) or the pairs of ``20 d``
+            evaluations (above) and adjusted over the others, so more
+            budget never hands over to a worse estimator (see
+            :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`); above
+            32 features antithetic permutations below ``6 d`` evaluations
+            and ``"cubic"`` from there. ``"walsh_gp"``: the stratified
+            pairs and Gaussian-process regression of their odd part in the
+            Walsh basis (see ``plans/walsh_gp.py``), every pair factorised:
+            exact on games of order two, at least ``d`` pairs and at most
+            2,048 (and ``d x pairs^2 <= 2^26``: its cost grows as the pairs
+            cubed).
             ``"kernel"``: i.i.d. pairs from the Shapley kernel and the linear
             fit (Captum's estimator, with pairing); ``"stratified"``: the same fit on
             pairs stratified by size, the sizes with few coalitions

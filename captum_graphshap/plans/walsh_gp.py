@@ -6,45 +6,27 @@ Only odd ``|T|`` carry Shapley value, and ``phi_i = sum_{T odd, T ni i} (2 / |T|
 a linear functional of the coefficients. A complementary pair measures the
 odd part ``u(S) = (v(S) - v(D - S)) / 2 = sum_{T odd} c_T chi_T(S)`` exactly.
 
-Fit the linear parities by generalised least squares (a flat prior: they are
-never shrunk) and put an independent Gaussian prior on the others,
-``c_T ~ N(0, s^2 sigma_{|T|} prod_{j in T} r_j)``: ``sigma_k`` falls with the
-order ``k`` (1 at order three, ``decay`` per two orders beyond) and ``r_j`` is
-feature ``j``'s relevance (automatic relevance determination, from the paired
-linear fit's ``|phi_j|`` and, from ``6 d`` pairs, the even part's pairwise
-interactions). Then the higher-order odd part is a Gaussian
-process whose covariance is a sum of elementary symmetric polynomials of
-``r_j x_j x'_j``, ``phi`` is jointly Gaussian with it, and the estimate is
-the posterior mean (universal kriging): twice the linear coefficients plus
-``Cov(phi, u) K^-1 (u - X beta)``. It is exact on games of order two (their
-odd part is linear), it uses every parity of order three and up at once,
-shrunk by its prior instead of chosen, and efficiency holds because the full
+The linear parities are fitted by generalised least squares (a flat prior:
+never shrunk); the others get an independent Gaussian prior
+``c_T ~ N(0, s^2 sigma_|T| prod_{j in T} r_j)``, ``sigma_k`` falling with the
+order and ``r_j`` feature ``j``'s relevance (from the paired linear fit and,
+from :data:`INTERACTION_PAIRS_PER_FEATURE` pairs per feature, the even part's
+pairwise interactions). The odd part is then a Gaussian process
+(``plans/walsh_kernel.py``), ``phi`` is jointly Gaussian with it, and the
+estimate is the posterior mean (universal kriging): twice the linear
+coefficients plus ``Cov(phi, u) K^-1 (u - X beta)``. It is exact on games of
+order two, uses every parity of order three to :data:`MAX_ORDER` at once,
+shrunk by its prior instead of chosen, and efficient because the full
 coalition is observed. The scale ``s`` is profiled out and the prior's shape
-(``decay`` and the relevance's power) is chosen per example by the restricted
-likelihood over a grid of four (on :data:`SELECTION_ROWS` evenly spaced rows
-when there are more). The covariance of two coalitions depends only on where
-they agree, so up to ``2 log2(rows)`` features it is read from a table of the
-``2^d`` agreement patterns (:func:`pattern_covariances`).
+is chosen per example by the restricted likelihood over a small grid.
 
-Measured (relative L1 error over shapiq's ``kADDSHAP``'s, 6 explicands x 2
-seeds, on nine development models built by ``benchmarks/estimators.py``'s
-builders (its legacy six and three more seeds), not the benchmark's four
-held-out models): 0.36-0.96 at ``4 d`` (antithetic permutations, the
-previous choice there: 0.7-1.1), 0.14-0.52 at ``8 d``, 0.14-0.75 at 256
-(before :data:`INTERACTION_PAIRS_PER_FEATURE`'s relevance, which took 5-36% off
-at 256).
-Against the cubic fit at 16 d it won on six of nine (0.19-0.88) and lost on
-three by 1-6%. Re-measured with the interaction-weighted relevance
-(2026-11-25, 10 explicands x 2 seeds): at 24 d it won on seven of nine
-(0.14-0.88; 1.02 and 1.75 on the digits CNNs), at 32 d on eight (0.16-0.96;
-1.19 on the digits SiLU CNN), at 64 d (1,024 evaluations) on all nine
-(0.21-0.93). Its cost grew as the pairs cubed (1.1-1.3 s for 10 explicands
-at 1,024 evaluations, six priors of 512 rows built feature by feature); with
-the pattern table, the choice on 256 rows and four priors it is about 0.13 s,
-below kADDSHAP's, so ``estimator="auto"`` uses it up to
-:data:`AUTO_WALSH_GP_MAX_PAIRS` pairs for ``d`` up to
-:data:`AUTO_WALSH_GP_FEATURES` (below :data:`AUTO_WALSH_GP_BELOW` ``d``
-evaluations above, where the covariances are built feature by feature).
+Beyond the pairs it factorises, the process is fitted on a smaller budget's
+design and its posterior mean is the surrogate of a regression adjustment
+over every pair (:func:`adjusted_posterior`), so more budget refines the
+estimate instead of handing it to another estimator. The designs are in
+``plans/walsh_design.py``. Accuracy and cost against shapiq's kADDSHAP and the
+other estimators: ``benchmarks/estimators.py``; the constants' measurements:
+``benchmarks/README.md``, "Walsh-basis process: constants".
 """
 
 from __future__ import annotations
@@ -64,106 +46,57 @@ from .regression_adjusted import (
     even_pairwise,
     triple_count,
 )
-from .stratified import (
-    distinct_subsets,
-    pair_capacity,
-    size_allocation,
-    stratified_paired_coalitions,
+from .walsh_design import draw_design, drawn_pairs, fewest_pairs
+from .walsh_kernel import (
+    MAX_ORDER,
+    built_covariances,
+    cross_covariances,
+    elementary_symmetric,
+    leave_one_out_symmetric,
+    order_variances,
+    pattern_covariances,
+    triple_parities,
 )
 
-#: The ratio of prior variances from order ``k`` to ``k + 2`` for ``k >= 3``.
-#: A third decay, 1.0, was dropped: on the development models the error without
-#: it was 0.97-1.02 of the error with it at 4 d, 0.98-1.00 at 256 and
-#: 0.99-1.00 at 1,024 evaluations (3 seeds x 10 explicands), for a third less work.
+#: The ratios of prior variances from order ``k`` to ``k + 2`` (``k >= 3``) tried.
 ORDER_DECAYS = (0.01, 0.1)
 #: Relevance ``r_j = (|phi_j| / mean |phi| + floor) ** power``, power from these.
 RELEVANCE_POWERS = (1.0, 2.0)
 RELEVANCE_FLOOR = 0.05
 #: From this many pairs per feature the relevance before its power is the
 #: geometric mean of ``|phi_j|`` (the linear fit) and feature ``j``'s summed
-#: absolute pairwise coefficients of the even part (the fit that ranks the
-#: cubic estimator's triples, trusted from the same number of pairs). On the
-#: development models it cut the error at 256 evaluations by 5-36% (geometric
-#: mean 18%, never worse); with fewer pairs (8 d evaluations: 3.5% better, 4 d:
-#: 1% worse) the linear fit alone.
+#: absolute pairwise coefficients of the even part; with fewer, the linear fit's.
 INTERACTION_PAIRS_PER_FEATURE = 6
-#: Below this many pairs per feature the pairs' sizes are drawn with shares
-#: falling as ``1 / s`` (``size_allocation(small_first=True)``) instead of
-#: evenly. On the development models at ``4 d`` evaluations (8 seeds x 10
-#: explicands) the error fell by 7% (geometric mean; 0.83-1.01 model by
-#: model); at ``6 d`` it made no difference (0.91-1.08), at ``16 d`` it was
-#: worse (0.94-1.23).
-SMALL_SIZES_BELOW = 3
-#: From :data:`INTERACTION_PAIRS_PER_FEATURE` pairs per feature, up to this
-#: many features, the grid doubles: each prior also comes with its parities of
-#: order three reweighted by how strongly their three pairs interact in the
-#: even part (the even part is observed for free beside the odd one, and in
-#: the models measured a triple's odd coefficient is large where its pairs'
-#: even ones are). The weight of triple ``{i, j, k}`` is ``(g / mean g)^2``
-#: scaled to mean one, plus :data:`TRIPLE_FLOOR`, scaled to mean one again,
-#: with ``g`` the geometric mean of the pairwise fit's ``|a_ij|, |a_ik|,
-#: |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``. The likelihood picks, per
-#: example, between the reweighted and the plain prior. On the development
-#: models at 256 evaluations (10 explicands) the error fell to 0.42-1.00 of the
-#: plain grid's (geometric mean 0.80; the first power instead of the square
-#: gave 0.55-1.01, the cube 0.42-1.06). Not above :data:`SELECTION_ROWS` rows:
-#: at 1,024 evaluations it gave 0.71-1.12, for eight factorisations instead of four.
-#: Up to 16 features, where it was measured (d = 13 and 16): the extra product
-#: costs ``rows^2 x C(d, 3)`` per prior, 4x the whole fit at d = 32, 254 pairs.
+#: From :data:`INTERACTION_PAIRS_PER_FEATURE` pairs per feature, up to this many
+#: features and :data:`SELECTION_ROWS` rows, each prior is also tried with its
+#: parities of order three reweighted by how strongly their three pairs
+#: interact in the even part (observed for free beside the odd one): triple
+#: ``{i, j, k}``'s weight is ``(g / mean g)^2`` scaled to mean one, plus
+#: :data:`TRIPLE_FLOOR`, scaled to mean one again, ``g`` the geometric mean of
+#: ``|a_ij|, |a_ik|, |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``.
 TRIPLE_MAX_FEATURES = 16
 TRIPLE_FLOOR = 0.1
-#: Parities above this order are left out of the prior: each order costs a
-#: pass over the ``(pairs, pairs)`` covariance, and from order three on the
-#: likelihood mostly chose decays of 0.01-0.1 per two orders.
-MAX_ORDER = 7
 #: Diagonal jitter, relative to the covariance's mean diagonal (the values are
 #: exact, but the covariance is near-singular when the prior is near-linear).
 JITTER = 1e-10
-#: Above :data:`AUTO_WALSH_GP_FEATURES` features ``estimator="auto"`` factorises
-#: the process on at most the pairs of this many evaluations per feature ...
-AUTO_WALSH_GP_BELOW = 20
-#: ... and above this many pairs hands over to the cubic fit there (the
-#: adjustment's cross covariances are built feature by feature).
-AUTO_ADJUSTED_MAX_PAIRS = 8192
-#: ... and, up to :data:`AUTO_WALSH_GP_FEATURES` features, up to this many
-#: complementary pairs (1,026 evaluations); :class:`BayesShap`'s ``"auto"``
-#: uses it up to this many pairs for every ``d`` up to :data:`MAX_FEATURES`.
-#: Its error over the cubic fit's on the development models (d = 13 and 16,
-#: 10 explicands x 2 seeds): 0.16-1.76 at 384 evaluations (losing on the
-#: digits CNNs and one Friedman ReLU: 1.76, 1.19, 1.10), 0.18-1.29 at 512,
-#: 0.19-0.90 at 768 and 0.21-0.94 at 1,024. Above 512 pairs the cubic fit is
-#: cheaper by the pairs cubed.
+#: Up to :data:`AUTO_WALSH_GP_FEATURES` features ``estimator="auto"`` factorises
+#: the process on at most this many pairs (the table of agreement patterns
+#: makes it about as cheap as the cubic fit) ...
 AUTO_WALSH_GP_MAX_PAIRS = 512
-#: Up to this many features the covariances at :data:`AUTO_WALSH_GP_MAX_PAIRS`
-#: pairs are read from the table of agreement patterns
-#: (:func:`pattern_covariances`) and cost about 15 ms per example at d = 16
-#: (one thread): there ``"auto"`` keeps this fit up to that many pairs.
-#: Above, each covariance is built feature by feature, 2-3 times slower.
 AUTO_WALSH_GP_FEATURES = 16
-#: Above this many features ``"auto"`` does not use this fit: the covariance's
-#: cost (pairs^2 * d * order per example, at ``20 d`` evaluations pairs ~ 10 d)
-#: grows as d^3. Up to it, it still wins: on MLPs trained on a synthetic
-#: regression (2 x 64 hidden, 6 explicands x 2 seeds, reference the cubic fit
-#: at 2^17 (d = 24) or 2^15 (d = 32) evaluations, two seeds averaged), its
-#: error over the cubic fit's was 0.67-0.87 at d = 24 and 0.71-0.95 at d = 32
-#: from 4 d to 20 d evaluations (antithetic permutations': 0.49-0.90), at
-#: 20-26 ms per explicand at d = 24 and 47-76 ms at d = 32, 20 d.
+#: ... above, on the pairs of fewer than this many evaluations per feature
+#: (each covariance is built feature by feature there) ...
+AUTO_WALSH_GP_BELOW = 20
+#: ... and hands over to the cubic fit above this many pairs.
+AUTO_ADJUSTED_MAX_PAIRS = 8192
+#: Above this many features ``"auto"`` does not use the process: the
+#: covariance's cost grows as ``d^3`` at a fixed number of evaluations per feature.
 MAX_FEATURES = 32
-#: ``estimator="walsh_gp"`` refuses more complementary pairs than this (about
-#: 3-4 s per example at d = 16, one thread: the covariance is pairs^2 and its
-#: factorisation pairs^3 per prior and example) ...
+#: ``estimator="walsh_gp"`` refuses more complementary pairs than this (the
+#: covariance is pairs^2 and its factorisation pairs^3 per prior and example) ...
 MAX_PAIRS = 2048
-#: ... and more than this ``d x pairs^2`` (the covariance's build), e.g. 1,024
-#: pairs above d = 64, 256 pairs above d = 1,024.
+#: ... and more than this ``d x pairs^2`` (the covariance's build).
 MAX_WORK = 2**26
-#: Draws of a design before one that leaves the linear parities unidentified is
-#: kept (then the fit's pseudo-inverse takes the minimum-norm split; see
-#: :func:`walsh_gp_design`).
-DESIGN_DRAWS = 32
-#: Designs of more pairs than this extend the design of this many drawn with
-#: the same generator (:func:`extended_design`), so a larger budget observes
-#: everything a smaller one did.
-NESTED_PAIRS = 512
 #: Eigenvalues of the linear parities' normal matrix below this share of its
 #: largest are treated as zero (a null direction of the design: the pseudo-inverse
 #: then leaves it out instead of amplifying rounding by 1e16).
@@ -172,64 +105,8 @@ NULL_EIGENVALUE = 1e-11
 CHUNK_FLOATS = 32 * 1024 * 1024
 #: With more observed rows than this, the prior is chosen by the restricted
 #: likelihood on this many of them (evenly spaced over the sizes, and the full
-#: coalition), and only the chosen prior is factorised on every row: four
-#: factorisations of 256 rows and one of 512 instead of four of 512 at 1,024
-#: evaluations. On the development models at 1,024 evaluations (10 explicands x
-#: 2 seeds, six priors then) the error over the whole grid's was 0.97-1.09
-#: (192 rows: 0.98-1.18, 128 rows: 1.00-1.40).
+#: coalition), and only the chosen prior is factorised on every row.
 SELECTION_ROWS = 256
-
-
-def add_feature(sums: Tensor, weight: Tensor) -> None:
-    """One feature into elementary symmetric sums ``(K + 1, ...)``, in place.
-
-    ``e_k <- e_k + w e_(k-1)`` for every ``k``, descending so that each
-    ``e_(k-1)`` read is still the old one.
-    """
-    for k in range(sums.shape[0] - 1, 0, -1):
-        sums[k].addcmul_(weight, sums[k - 1])
-
-
-def elementary_symmetric(weights: Tensor, max_order: int) -> Tensor:
-    """``(..., max_order + 1)``: ``e_0 .. e_max_order`` of the last axis of ``weights``."""
-    sums = weights.new_zeros(max_order + 1, *weights.shape[:-1])
-    sums[0] = 1.0
-    for j in range(weights.shape[-1]):
-        add_feature(sums, weights[..., j])
-    return sums.movedim(0, -1)
-
-
-def leave_one_out_symmetric(weights: Tensor, sums: Tensor) -> Tensor:
-    """``(..., d, K)``: ``e_0 .. e_(K-1)`` of ``weights`` without feature ``i``, for every ``i``.
-
-    From the full sums ``(..., K)`` by ``e_k(w - i) = e_k(w) - w_i e_(k-1)(w - i)``.
-    """
-    out = [torch.ones_like(weights)]
-    for k in range(1, sums.shape[-1]):
-        out.append(sums[..., k : k + 1] - weights * out[-1])
-    return torch.stack(out, dim=-1)
-
-
-def order_variances(num_features: int, decay: float) -> Tensor:
-    """Prior variance per parity order ``0 .. max``: 1 at order three, ``decay`` per two
-    orders beyond; 0 at order one (its coefficients are fitted) and at even orders."""
-    top = min(MAX_ORDER, num_features)
-    variances = torch.zeros(top + 1, dtype=torch.float64)
-    for k in range(3, top + 1, 2):
-        variances[k] = decay ** ((k - 3) // 2)
-    return variances
-
-
-def fewest_pairs(num_features: int) -> int:
-    """The fewest pairs the fit takes: ``d`` (the linear parities are fitted), or
-    every pair there is when there are fewer (``d <= 2``)."""
-    return min(num_features, 2 ** (num_features - 1) - 1)
-
-
-def drawn_pairs(num_features: int, pairs: int) -> int:
-    """The pairs :func:`walsh_gp_design` draws for ``pairs``: every pair there is,
-    when ``pairs`` covers them."""
-    return min(pairs, 2 ** (num_features - 1) - 1) if num_features <= 62 else pairs
 
 
 def auto_walsh_gp(num_features: int, pairs: int) -> bool:
@@ -329,93 +206,11 @@ def walsh_gp_design(
     *,
     fit_pairs: int | None = None,
 ) -> WalshGPDesign:
-    """``pairs`` stratified pairs; below :data:`SMALL_SIZES_BELOW` ``d`` pairs the
-    small sizes get more of them.
-
-    A design whose coalitions (with the full one) leave the linear parities
-    unidentified (rank below ``d``: at ``d`` pairs, e.g. ``x_0 + x_3 = x_8 + x_9``
-    in every row) is redrawn, up to :data:`DESIGN_DRAWS` times: there the fit
-    could only guess the unseen direction. Drawn on the host, so the check
-    costs no device synchronisation. Beyond ``fit_pairs`` pairs the design of
-    ``fit_pairs`` is drawn first, the process's (:class:`WalshGPDesign`), and
-    extended (:func:`extended_design`).
-    """
-    d = num_features
-    cpu = torch.device("cpu")
-    # nested: the designs of smaller budgets (NESTED_PAIRS, fit_pairs) come first
-    stages = sorted({p for p in (NESTED_PAIRS, fit_pairs) if p is not None and p < pairs})
-    drawn = stages[0] if stages else pairs
-    for _ in range(DESIGN_DRAWS):
-        sampled, weights = stratified_paired_coalitions(
-            d, drawn, generator, cpu, small_first=drawn < SMALL_SIZES_BELOW * d
-        )
-        if identifies_linear_parities(sampled):
-            break
-    fitted = None
-    for stage in [*stages[1:], pairs] if stages else []:
-        if len(sampled) < drawn:  # every pair there is
-            break
-        if drawn == fit_pairs:
-            fitted = torch.arange(len(sampled), device=device)
-        sampled, weights = extended_design(sampled, stage, generator)
-        drawn = stage
-    return WalshGPDesign(sampled.to(device), weights.to(device), fitted)
-
-
-def extended_design(
-    first: Tensor, pairs: int, generator: torch.Generator | None
-) -> tuple[Tensor, Tensor]:
-    """The pairs ``first`` ``(F, d)`` (on the host), then as many more of each size as a
-    design of ``pairs`` pairs draws of it (none twice), and the whole design's weights.
-
-    So one generator's designs are nested: a larger budget's fitted pairs are
-    exactly the smaller budget's design, and the adjustment
-    (:func:`adjusted_posterior`) only adds to it.
-    """
-    d = first.shape[1]
-    sizes = first.sum(dim=1)
-    sizes = torch.minimum(sizes, d - sizes)
-    rows, weights = [first], torch.zeros(len(first), dtype=torch.float64)
-    extra_weights = []
-    for size, count, mass in size_allocation(d, pairs):
-        have = first[sizes == size]
-        need = max(0, count - len(have))
-        if need:
-            rows.append(_more_subsets(have, size, need, generator))
-        total = len(have) + len(rows[-1]) if need else len(have)
-        if total:
-            weights[sizes == size] = mass / total
-            if need:
-                extra_weights.append(
-                    torch.full((len(rows[-1]),), mass / total, dtype=torch.float64)
-                )
-    return torch.cat(rows), torch.cat([weights, *extra_weights])
-
-
-def _more_subsets(have: Tensor, size: int, need: int, generator: torch.Generator | None) -> Tensor:
-    """Up to ``need`` distinct uniform coalitions of ``size`` members (one of each pair)
-    not among ``have``: a fresh distinct draw of ``len(have) + need`` (doubling, up to
-    every coalition there is) with ``have`` removed."""
-    d = have.shape[1]
-    bits = 1 << torch.arange(d)
-    taken = (have.long() * bits).sum(dim=1)
-    count = min(len(have) + need, pair_capacity(d, size))
-    while True:
-        drawn = distinct_subsets(d, size, count, generator, half=2 * size == d)
-        fresh = drawn[~torch.isin((drawn.long() * bits).sum(dim=1), taken)]
-        if len(fresh) >= need or count >= pair_capacity(d, size):
-            return fresh[:need]
-        count = min(2 * count, pair_capacity(d, size))
-
-
-def identifies_linear_parities(sampled: Tensor) -> bool:
-    """Whether the pairs ``(P, d)`` and the full coalition, in +-1, have rank ``d``."""
-    d = sampled.shape[1]
-    if sampled.shape[0] + 1 < d:
-        return False
-    full_row = torch.ones(1, d, dtype=torch.bool, device=sampled.device)
-    signs = torch.cat([sampled, full_row]).to(torch.float64) * 2 - 1
-    return int(torch.linalg.matrix_rank(signs)) == d
+    """The process's design (:func:`~captum_graphshap.plans.walsh_design.draw_design`),
+    moved to ``device`` in one copy."""
+    sampled, weights, fitted = draw_design(num_features, pairs, generator, fit_pairs=fit_pairs)
+    on_device = None if fitted is None else fitted.to(device)
+    return WalshGPDesign(sampled.to(device), weights.to(device), on_device)
 
 
 def walsh_gp_plan(
@@ -489,8 +284,7 @@ def walsh_gp_posterior(
         return WalshGPPosterior(exact, torch.zeros_like(exact) if variance else None, pairs + 1 - d)
     scale, interactions = _relevance_scale(sampled, weights, linear, inside, outside)
     rows = pairs + 1
-    # the triple weights where every prior is factorised on every row (at 1,024
-    # evaluations, on the development models, they were 0.71-1.12 of the error without)
+    # the triple weights only where every prior is factorised on every row
     triples = None
     if interactions is not None and rows <= SELECTION_ROWS:
         triples = triple_weights(interactions)
@@ -596,11 +390,6 @@ def _relevance_scale(
     return _unit_mean((scale * strength).sqrt()), interactions
 
 
-def triple_parities(num_features: int, device: torch.device) -> Tensor:
-    """``(T, 3)`` the features of every parity of order three (none below three features)."""
-    return torch.combinations(torch.arange(num_features, device=device), 3)
-
-
 def triple_weights(interactions: Tensor) -> Tensor | None:
     """``(N, T)`` each triple's weight from the pairwise coefficients ``(N, d, d)``
     (see :data:`TRIPLE_MAX_FEATURES`); None above that many features or below three."""
@@ -678,7 +467,7 @@ def posterior_parts(
 def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
     """``(E, rows')`` the posterior means of the odd part at the coalitions ``predict``
     (+-1): ``x' beta + k(x, observed)' K^-1 (u - X beta)``."""
-    cross = _cross_covariances(predict, signs, best.relevance, best.variances, top)
+    cross = cross_covariances(predict, signs, best.relevance, best.variances, top)
     extra = _triple_excess(signs, best)
     if extra is not None:
         triples = triple_parities(signs.shape[1], signs.device)
@@ -854,7 +643,7 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     if 2**d <= rows * rows:  # the table of patterns is no larger than a covariance
         covariances = pattern_covariances(signs, relevance, grid, top)
     else:
-        covariances = _built_covariances(signs, relevance, grid, top)
+        covariances = built_covariances(signs, relevance, grid, top)
     if bool(reweighted.any()):
         # one product per relevance, scaled by each reweighted shape's sigma_3
         parities = signs[:, triple_parities(d, signs.device)].prod(dim=-1)  # (rows, T)
@@ -872,105 +661,6 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     if bool(failed.any()):  # dropped by the caller; the identity meanwhile
         factor[failed] = torch.eye(rows, dtype=torch.float64, device=signs.device)
     return factor, info
-
-
-def pattern_tables(relevance: Tensor, max_order: int) -> Tensor:
-    """``(..., 2^h, max_order + 1)``: ``e_k(r_j (-1)^(c_j))`` for every bit pattern ``c``.
-
-    ``relevance`` ``(..., h)``; bit ``j`` of ``c`` set means feature ``j``
-    disagrees (``x_j x'_j = -1``). Built by doubling, one feature at a time:
-    ``2^h x max_order`` operations in all.
-    """
-    table = relevance.new_zeros(*relevance.shape[:-1], 1, max_order + 1)
-    table[..., 0, 0] = 1.0
-    for j in range(relevance.shape[-1]):
-        weight = relevance[..., j, None, None]
-        shifted = torch.nn.functional.pad(table[..., :-1], (1, 0))  # e_(k-1)
-        table = torch.cat([table + weight * shifted, table - weight * shifted], dim=-2)
-    return table
-
-
-def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
-    """Every prior's covariance ``(E, W, G, rows, rows)`` read from a table of patterns.
-
-    The covariance of two coalitions depends only on where they agree,
-    ``sum_k sigma_k e_k(r_j x_j x'_j)``. Split the features in two halves:
-    ``e_k`` of the whole is the convolution of the halves' ``e_i`` and
-    ``e_(k-i)``, so the table over all ``2^d`` patterns is
-    ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
-    the Hankel matrix of ``sigma``), and each covariance is one gather from it.
-    """
-    return _read_patterns(_agreement_table(relevance, grid, top), signs, signs)
-
-
-def _agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
-    """``(E, W, G, 2^d)`` the covariance of every agreement pattern under every prior."""
-    d = relevance.shape[-1]
-    half = d // 2
-    orders = torch.arange(top + 1, device=relevance.device)
-    total = orders[:, None] + orders
-    hankel = torch.where(total <= top, grid[..., total.clamp_max(top)], 0.0)  # (E, G, K, K)
-    first = pattern_tables(relevance[..., :half], top)  # (E, W, 2^half, K)
-    second = pattern_tables(relevance[..., half:], top)  # (E, W, 2^(d-half), K)
-    weighted = torch.einsum("egil,ewbl->ewgbi", hankel, second)
-    return (first[:, :, None] @ weighted.mT).flatten(-2)
-
-
-def _read_patterns(table: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
-    """``(E, W, G, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b``."""
-    d = rows_a.shape[1]
-    half = d // 2
-    bits = torch.arange(d, device=rows_a.device)
-
-    def codes(rows: Tensor) -> tuple[Tensor, Tensor]:
-        member = (rows > 0).long()
-        return (member[:, :half] << bits[:half]).sum(1), (member[:, half:] << bits[: d - half]).sum(
-            1
-        )
-
-    first_a, second_a = codes(rows_a)
-    first_b, second_b = codes(rows_b)
-    patterns = ((first_a[:, None] ^ first_b) << (d - half)) | (second_a[:, None] ^ second_b)
-    flat = table.flatten(0, 2)
-    read = torch.gather(flat, 1, patterns.flatten()[None].expand(flat.shape[0], -1))
-    return read.view(*table.shape[:3], *patterns.shape)
-
-
-def _cross_covariances(
-    rows_a: Tensor, rows_b: Tensor, relevance: Tensor, variances: Tensor, top: int
-) -> Tensor:
-    """``(E, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b`` under one
-    prior per example (``relevance`` ``(E, d)``, ``variances`` ``(E, top + 1)``)."""
-    d = rows_a.shape[1]
-    if 2**d <= max(rows_b.shape[0], rows_a.shape[0]) ** 2:
-        table = _agreement_table(relevance[:, None], variances[:, None], top)
-        return _read_patterns(table, rows_a, rows_b)[:, 0, 0]
-    agree = rows_a[:, None, :] * rows_b[None, :, :]  # (A, B, d): x_j x'_j
-    by_order = relevance.new_zeros(top + 1, relevance.shape[0], *agree.shape[:2])
-    by_order[0] = 1.0
-    for j in range(d):
-        add_feature(by_order, relevance[:, j, None, None] * agree[..., j])
-    return torch.einsum("ek,keab->eab", variances, by_order)
-
-
-def _built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
-    """Every prior's covariance ``(E, W, G, rows, rows)``, lower triangle, built feature
-    by feature (``rows^2 / 2 x d x order``): where ``2^d`` patterns outnumber them."""
-    rows = signs.shape[0]
-    # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
-    # symmetric), built feature by feature
-    first, second = torch.triu_indices(rows, rows, device=signs.device)
-    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
-    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
-    by_order[0] = 1.0
-    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
-        add_feature(by_order, relevance[..., j, None] * agree[:, j])
-    packed = torch.einsum("egk,kewn->ewgn", grid, by_order)
-    del by_order
-    # the factorisation reads the lower triangle only: one scatter, the rest left zero
-    covariances = packed.new_zeros(*packed.shape[:3], rows, rows)
-    covariances[..., second, first] = packed
-    return covariances
 
 
 class _Kriging(NamedTuple):

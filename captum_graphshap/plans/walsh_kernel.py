@@ -1,0 +1,165 @@
+r"""The prior covariance of the Walsh-basis process: symmetric sums of agreements.
+
+Under the prior ``c_T ~ N(0, s^2 sigma_|T| prod_{j in T} r_j)`` on the parities
+``chi_T(S) = prod_{j in T} x_j`` (``x_j = +1`` for members, ``-1`` otherwise),
+the covariance of the odd parts of two coalitions is
+``sum_k sigma_k e_k(r_j x_j x'_j)``, with ``e_k`` the elementary symmetric
+polynomial of order ``k``: it depends only on where the two coalitions agree.
+Up to ``2 log2(rows)`` features it is read from a table of the ``2^d``
+agreement patterns (:func:`pattern_covariances`); above, built feature by
+feature (:func:`built_covariances`). ``plans/walsh_gp.py`` fits the process.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+#: Parities above this order are left out of the prior: each order costs a
+#: pass over the ``(pairs, pairs)`` covariance, and from order three on the
+#: likelihood mostly chose decays of 0.01-0.1 per two orders.
+MAX_ORDER = 7
+
+
+def add_feature(sums: Tensor, weight: Tensor) -> None:
+    """One feature into elementary symmetric sums ``(K + 1, ...)``, in place.
+
+    ``e_k <- e_k + w e_(k-1)`` for every ``k``, descending so that each
+    ``e_(k-1)`` read is still the old one.
+    """
+    for k in range(sums.shape[0] - 1, 0, -1):
+        sums[k].addcmul_(weight, sums[k - 1])
+
+
+def elementary_symmetric(weights: Tensor, max_order: int) -> Tensor:
+    """``(..., max_order + 1)``: ``e_0 .. e_max_order`` of the last axis of ``weights``."""
+    sums = weights.new_zeros(max_order + 1, *weights.shape[:-1])
+    sums[0] = 1.0
+    for j in range(weights.shape[-1]):
+        add_feature(sums, weights[..., j])
+    return sums.movedim(0, -1)
+
+
+def leave_one_out_symmetric(weights: Tensor, sums: Tensor) -> Tensor:
+    """``(..., d, K)``: ``e_0 .. e_(K-1)`` of ``weights`` without feature ``i``, for every ``i``.
+
+    From the full sums ``(..., K)`` by ``e_k(w - i) = e_k(w) - w_i e_(k-1)(w - i)``.
+    """
+    out = [torch.ones_like(weights)]
+    for k in range(1, sums.shape[-1]):
+        out.append(sums[..., k : k + 1] - weights * out[-1])
+    return torch.stack(out, dim=-1)
+
+
+def order_variances(num_features: int, decay: float) -> Tensor:
+    """Prior variance per parity order ``0 .. max``: 1 at order three, ``decay`` per two
+    orders beyond; 0 at order one (its coefficients are fitted) and at even orders."""
+    top = min(MAX_ORDER, num_features)
+    variances = torch.zeros(top + 1, dtype=torch.float64)
+    for k in range(3, top + 1, 2):
+        variances[k] = decay ** ((k - 3) // 2)
+    return variances
+
+
+def triple_parities(num_features: int, device: torch.device) -> Tensor:
+    """``(T, 3)`` the features of every parity of order three (none below three features)."""
+    return torch.combinations(torch.arange(num_features, device=device), 3)
+
+
+def pattern_tables(relevance: Tensor, max_order: int) -> Tensor:
+    """``(..., 2^h, max_order + 1)``: ``e_k(r_j (-1)^(c_j))`` for every bit pattern ``c``.
+
+    ``relevance`` ``(..., h)``; bit ``j`` of ``c`` set means feature ``j``
+    disagrees (``x_j x'_j = -1``). Built by doubling, one feature at a time:
+    ``2^h x max_order`` operations in all.
+    """
+    table = relevance.new_zeros(*relevance.shape[:-1], 1, max_order + 1)
+    table[..., 0, 0] = 1.0
+    for j in range(relevance.shape[-1]):
+        weight = relevance[..., j, None, None]
+        shifted = torch.nn.functional.pad(table[..., :-1], (1, 0))  # e_(k-1)
+        table = torch.cat([table + weight * shifted, table - weight * shifted], dim=-2)
+    return table
+
+
+def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """Every prior's covariance ``(E, W, G, rows, rows)`` read from a table of patterns.
+
+    The covariance of two coalitions depends only on where they agree,
+    ``sum_k sigma_k e_k(r_j x_j x'_j)``. Split the features in two halves:
+    ``e_k`` of the whole is the convolution of the halves' ``e_i`` and
+    ``e_(k-i)``, so the table over all ``2^d`` patterns is
+    ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
+    the Hankel matrix of ``sigma``), and each covariance is one gather from it.
+    """
+    return read_patterns(agreement_table(relevance, grid, top), signs, signs)
+
+
+def agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """``(E, W, G, 2^d)`` the covariance of every agreement pattern under every prior."""
+    d = relevance.shape[-1]
+    half = d // 2
+    orders = torch.arange(top + 1, device=relevance.device)
+    total = orders[:, None] + orders
+    hankel = torch.where(total <= top, grid[..., total.clamp_max(top)], 0.0)  # (E, G, K, K)
+    first = pattern_tables(relevance[..., :half], top)  # (E, W, 2^half, K)
+    second = pattern_tables(relevance[..., half:], top)  # (E, W, 2^(d-half), K)
+    weighted = torch.einsum("egil,ewbl->ewgbi", hankel, second)
+    return (first[:, :, None] @ weighted.mT).flatten(-2)
+
+
+def read_patterns(table: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
+    """``(E, W, G, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b``."""
+    d = rows_a.shape[1]
+    half = d // 2
+    bits = torch.arange(d, device=rows_a.device)
+
+    def codes(rows: Tensor) -> tuple[Tensor, Tensor]:
+        member = (rows > 0).long()
+        return (member[:, :half] << bits[:half]).sum(1), (member[:, half:] << bits[: d - half]).sum(
+            1
+        )
+
+    first_a, second_a = codes(rows_a)
+    first_b, second_b = codes(rows_b)
+    patterns = ((first_a[:, None] ^ first_b) << (d - half)) | (second_a[:, None] ^ second_b)
+    flat = table.flatten(0, 2)
+    read = torch.gather(flat, 1, patterns.flatten()[None].expand(flat.shape[0], -1))
+    return read.view(*table.shape[:3], *patterns.shape)
+
+
+def cross_covariances(
+    rows_a: Tensor, rows_b: Tensor, relevance: Tensor, variances: Tensor, top: int
+) -> Tensor:
+    """``(E, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b`` under one
+    prior per example (``relevance`` ``(E, d)``, ``variances`` ``(E, top + 1)``)."""
+    d = rows_a.shape[1]
+    if 2**d <= max(rows_b.shape[0], rows_a.shape[0]) ** 2:
+        table = agreement_table(relevance[:, None], variances[:, None], top)
+        return read_patterns(table, rows_a, rows_b)[:, 0, 0]
+    agree = rows_a[:, None, :] * rows_b[None, :, :]  # (A, B, d): x_j x'_j
+    by_order = relevance.new_zeros(top + 1, relevance.shape[0], *agree.shape[:2])
+    by_order[0] = 1.0
+    for j in range(d):
+        add_feature(by_order, relevance[:, j, None, None] * agree[..., j])
+    return torch.einsum("ek,keab->eab", variances, by_order)
+
+
+def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+    """Every prior's covariance ``(E, W, G, rows, rows)``, lower triangle, built feature
+    by feature (``rows^2 / 2 x d x order``): where ``2^d`` patterns outnumber them."""
+    rows = signs.shape[0]
+    # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
+    # symmetric), built feature by feature
+    first, second = torch.triu_indices(rows, rows, device=signs.device)
+    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
+    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
+    by_order[0] = 1.0
+    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
+        add_feature(by_order, relevance[..., j, None] * agree[:, j])
+    packed = torch.einsum("egk,kewn->ewgn", grid, by_order)
+    del by_order
+    # the factorisation reads the lower triangle only: one scatter, the rest left zero
+    covariances = packed.new_zeros(*packed.shape[:3], rows, rows)
+    covariances[..., second, first] = packed
+    return covariances
