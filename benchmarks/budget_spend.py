@@ -3,13 +3,14 @@
 ``budget=`` is model evaluations per example after deduplication; this prints
 ``n_evaluations / budget`` (the mean over a batch of examples and
 ``--seeds`` seeds, with the minimum in brackets where examples or seeds
-differ) for each sampled class and estimator at d = 8, 12, 14, 16 and
-budgets 4 d, 256, 1,024, 4,096. Where
+differ) for each sampled class and estimator at d = 8, 12, 14, 16, 32, 100,
+201 and 1,000 and budgets 3 d, 4 d, 256, 1,024, 4,096. Where
 ``2^d`` is below the budget the spend is capped by the coalitions there are
 (shown with a ``*``: every coalition, or as many as the plan may use). A
 linear model: the spend depends on the draws only, not on the model.
 
-    python benchmarks/budget_spend.py [--features 8 12 14 16] [--budgets 4d 256 1024 4096]
+    python benchmarks/budget_spend.py [--features 8 12 14 16 32 100 201 1000]
+        [--budgets 3d 4d 256 1024 4096]
         [--seeds 1] [--match ShapleySampling]
 """
 
@@ -87,9 +88,11 @@ def spend_once(cls: type, options: dict, d: int, budget: int, batch: int, seed: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--features", type=int, nargs="+", default=[8, 12, 14, 16])
     parser.add_argument(
-        "--budgets", nargs="+", default=["4d", "256", "1024", "4096"], help="k d: k times d"
+        "--features", type=int, nargs="+", default=[8, 12, 14, 16, 32, 100, 201, 1000]
+    )
+    parser.add_argument(
+        "--budgets", nargs="+", default=["3d", "4d", "256", "1024", "4096"], help="k d: k times d"
     )
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

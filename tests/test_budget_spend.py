@@ -298,3 +298,43 @@ def test_bivariate_shapley_spends_the_budget_too(estimator):
     )
     assert 0.95 * budget <= int(evaluations.min()) and int(evaluations.max()) <= budget
     torch.testing.assert_close(phi, model.weight[0].detach() * x, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("d", "budget"), [(201, 600), (100, 250), (100, 350), (1000, 2500)])
+def test_the_default_spends_95_percent_at_large_d(d, budget):
+    """Whole orderings leave up to d rows unspent; single features' samples fill them."""
+    model = torch.nn.Linear(d, 1).double()
+    x = torch.randn(2, d, dtype=torch.float64, generator=seeded(3))
+    phi, evaluations = explain(cg.PairedKernelShap, model, x, budget)
+    assert int(evaluations.max()) <= budget
+    assert int(evaluations.min()) >= 0.95 * budget, evaluations
+    # every marginal contribution of a linear game is its weight: exact
+    torch.testing.assert_close(phi, model.weight[0].detach() * x, rtol=1e-9, atol=1e-9)
+
+
+def test_the_filled_orderings_stay_unbiased_and_efficient():
+    """Averaged over draws, orderings plus single features' samples give the exact
+    Shapley values of a game with interactions; each draw is efficient."""
+    from captum_graphshap.plans.permutation_fill import filled_permutation_plan
+    from captum_graphshap.plans.permutations import filled_orderings
+
+    d = 6
+    weights = torch.randn(d, d, dtype=torch.float64, generator=seeded(4))
+
+    def game(rows):
+        z = rows.double()
+        return z @ weights.diagonal() + ((z @ weights.triu(1)) * z).sum(1) * z[:, 0]
+
+    exact = cg.ExactShapley(game).attribute(torch.ones(1, d, dtype=torch.float64), 0.0)[0]
+    total = torch.zeros(d, dtype=torch.float64)
+    draws = 2000
+    for seed in range(draws):
+        g = seeded(seed)
+        ranks = filled_orderings(d, 16, True, g, torch.device("cpu"), minimum=2, even=True)
+        plan = filled_permutation_plan(ranks, 24, g, torch.device("cpu"))
+        rows = plan.coalitions.dense()
+        assert len(torch.unique(rows, dim=0)) <= 24
+        phi = plan.estimator(game(rows)[None])[0]
+        torch.testing.assert_close(phi.sum(), exact.sum())
+        total += phi
+    torch.testing.assert_close(total / draws, exact, rtol=0, atol=0.03 * exact.abs().max())

@@ -13,7 +13,8 @@ from ..engine.plan import Plan
 from ..plans.exact import exact_shapley_plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
 from ..plans.paired_designs import filled_kernel_plan, paired_kernel_plan
-from ..plans.permutations import filled_orderings, shared_permutation_plan
+from ..plans.permutation_fill import filled_permutation_plan
+from ..plans.permutations import filled_orderings
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
 from ..plans.walsh_gp import auto_fit_pairs, auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
@@ -217,7 +218,9 @@ def auto_plan(
     otherwise (more features, or fewer pairs than features) antithetic
     permutations below
     :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
-    orderings); otherwise no plan here and ``"cubic"``.
+    orderings, the rows they leave spent on single features' samples,
+    :func:`~captum_graphshap.plans.permutation_fill.filled_permutation_plan`);
+    otherwise no plan here and ``"cubic"``.
     """
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
@@ -229,6 +232,6 @@ def auto_plan(
     orderings = (evaluations - 2) // max(1, d - 1)
     if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:
         # as many antithetic orderings as their distinct prefixes allow
-        ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2)
-        return shared_permutation_plan(ranks, antithetic=True), "permutation"
+        ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2, even=True)
+        return filled_permutation_plan(ranks, evaluations, generator, device), "permutation"
     return None, "cubic"
