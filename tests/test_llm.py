@@ -218,3 +218,18 @@ def test_bad_targets_are_refused(model, tokenizer):
         explainer.attribute(inp, target=torch.tensor([1.5]))
     with pytest.raises(ValueError, match="no tokens"):
         explainer.attribute(inp, target="")
+
+
+def test_the_task_model_is_the_shipped_one_on_every_machine(monkeypatch):
+    """The trained GPT-2 is read from the package, not retrained: training rounds
+    differently on different CPUs, and the thresholds above sit on this model."""
+    toy_task.trained_model.cache_clear()
+
+    def no_training(steps):
+        raise AssertionError("trained instead of loading the shipped weights")
+
+    monkeypatch.setattr(toy_task, "_train", no_training)
+    shipped = toy_task.trained_model(toy_task.SHIPPED_STEPS)
+    assert toy_task.accuracy(shipped) == 1.0
+    assert shipped.lm_head.weight.data_ptr() == shipped.transformer.wte.weight.data_ptr()
+    toy_task.trained_model.cache_clear()

@@ -4,8 +4,9 @@ The task: a prompt of :data:`PROMPT_LENGTH` letters with one marker ``#``; the
 next token is the letter right after the marker (an induction-style copy).
 The answer is determined by that letter and the marker, so a faithful token
 attribution puts its mass there. No download: the model is built from
-``transformers``' ``GPT2Config`` (the ``[text]`` extra) and trained for a few
-seconds on a CPU; :func:`trained_model` caches it per process.
+``transformers``' ``GPT2Config`` (the ``[text]`` extra); its weights after
+250 steps ship with the package, so every CPU explains the same model
+(:func:`trained_model`), and other step counts train in a few seconds.
 
 Used by the tests, ``benchmarks/llm.py`` and ``tutorials/07_llm_token_attribution.ipynb``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -113,13 +115,31 @@ def prompts(count: int, seed: int = 7) -> Iterator[Prompt]:
         yield Prompt(" ".join(VOCAB[i] for i in row), VOCAB[answer], marker + 1, marker)
 
 
+#: The weights of :func:`trained_model` after :data:`SHIPPED_STEPS` steps, shipped
+#: with the package: training rounds differently on different CPUs, and a test
+#: or figure that reads a trained model must read the same model everywhere.
+SHIPPED_WEIGHTS = Path(__file__).with_name("toy_task_gpt2.safetensors")
+SHIPPED_STEPS = 250
+
+
 @functools.lru_cache(maxsize=4)
-def trained_model(steps: int = 250) -> torch.nn.Module:
+def trained_model(steps: int = SHIPPED_STEPS) -> torch.nn.Module:
     """A 2-layer GPT-2 that solves the task (250 steps reach 100% accuracy), in eval mode.
 
-    Trained on one CPU thread: sums over several threads round differently, and
-    the same model should come out of a test, a notebook kernel and a benchmark.
+    At :data:`SHIPPED_STEPS` steps the shipped weights (:data:`SHIPPED_WEIGHTS`)
+    are loaded, so every machine explains the same model; other step counts
+    train in-process, on one CPU thread (sums over several threads round
+    differently): :func:`save_trained_weights` wrote the shipped file so.
     """
+    if steps == SHIPPED_STEPS and SHIPPED_WEIGHTS.exists():
+        from safetensors.torch import load_file
+
+        model = _untrained()
+        missing, unexpected = model.load_state_dict(load_file(SHIPPED_WEIGHTS), strict=False)
+        if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to wte
+            raise RuntimeError(f"{SHIPPED_WEIGHTS.name} does not fit the model: {missing}")
+        model.tie_weights()
+        return model.eval()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -128,7 +148,21 @@ def trained_model(steps: int = 250) -> torch.nn.Module:
         torch.set_num_threads(threads)
 
 
-def _train(steps: int) -> torch.nn.Module:
+def save_trained_weights(path: Path = SHIPPED_WEIGHTS, steps: int = SHIPPED_STEPS) -> None:
+    """Train for ``steps`` on one thread and write the weights to ``path`` (safetensors)."""
+    from safetensors.torch import save_file
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = _train(steps)
+    finally:
+        torch.set_num_threads(threads)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(path), metadata={"steps": str(steps)})
+
+
+def _untrained() -> torch.nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -142,7 +176,11 @@ def _train(steps: int) -> torch.nn.Module:
         eos_token_id=0,
         pad_token_id=0,
     )
-    model = GPT2LMHeadModel(config)
+    return GPT2LMHeadModel(config)
+
+
+def _train(steps: int) -> torch.nn.Module:
+    model = _untrained()
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     for _ in range(steps):
