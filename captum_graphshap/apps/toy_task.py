@@ -134,7 +134,7 @@ def trained_model(steps: int = SHIPPED_STEPS) -> torch.nn.Module:
     if steps == SHIPPED_STEPS and SHIPPED_WEIGHTS.exists():
         from safetensors.torch import load_file
 
-        model = _untrained()
+        model: Any = _untrained()  # a GPT2LMHeadModel (transformers is optional)
         missing, unexpected = model.load_state_dict(load_file(SHIPPED_WEIGHTS), strict=False)
         if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to wte
             raise RuntimeError(f"{SHIPPED_WEIGHTS.name} does not fit the model: {missing}")
