@@ -7,7 +7,6 @@ holds the method names and the result record.
 """
 
 from .experiment import (
-    CountingModel,
     explain_digits,
     load_digits_tensors,
     locality_check,
@@ -30,6 +29,7 @@ from .results import (
     METHODS,
     RANDOM,
     SENTENCES,
+    CountingModel,
     DemoDependencyError,
     DemoResult,
     LocalityCheck,
