@@ -2,7 +2,7 @@
 
 The masking experiment scores rankings; this section scores estimates. On 16
 features (2x2 patches of the 8x8 digits) the exact Shapley values are
-affordable (``2^16`` coalitions per digit, :class:`ExactShapley`), so each
+affordable (``2^16`` coalitions per digit, ``ExactShapley``), so each
 estimator is given the same number of model evaluations per digit and its
 error against them is measured: the library's ``PairedKernelShap`` (its
 default estimator) and ``ShapleySampling`` (antithetic), Captum's
