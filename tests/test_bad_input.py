@@ -149,3 +149,123 @@ def test_myerson_refuses_an_exploding_plan_with_the_count():
     with pytest.raises(ValueError, match=r"more than 1,?048,?57\d"):
         MyersonValue(model).attribute(torch.randn(1, 21), target=0, graph=complete)
     assert model.calls == 0
+
+
+# The newcomer's mistakes: each error says what to do, before any model call.
+
+
+def test_a_misspelt_captum_argument_suggests_the_right_name():
+    from captum_graphshap import PairedKernelShap
+
+    model = CountingModel()
+    with pytest.raises(TypeError, match=r"'baseline': did you mean 'baselines'\?"):
+        PairedKernelShap(model).attribute(X, baseline=0.0, target=1)
+    with pytest.raises(TypeError, match=r"'budgte': did you mean 'budget'\?"):
+        PairedKernelShap(model).attribute(X, target=1, budgte=64)
+    assert model.calls == 0
+
+
+def test_an_unrelated_unknown_option_gets_no_suggestion():
+    with pytest.raises(TypeError) as error:
+        ExactShapley(CountingModel()).attribute(X, target=1, colour="red")
+    assert "'colour'" in str(error.value) and "did you mean" not in str(error.value)
+
+
+def test_a_plan_too_large_to_read_states_its_count_as_a_power_of_two():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 2))
+    with pytest.raises(ValueError) as error:
+        ExactShapley(model).attribute(torch.rand(1, 1, 28, 28), target=1)
+    message = str(error.value)
+    assert "would evaluate 2^784 coalitions per example" in message
+    assert "d = 784" in message and "1,048,576 (2^20)" in message
+    assert not any(len(word) > 30 for word in message.split())  # no 237-digit count
+
+
+def test_count_text_writes_digits_then_powers_of_two():
+    from captum_graphshap.plans.limits import count_text
+
+    assert count_text(234_952) == "234,952"
+    assert count_text(10**15) == "1,000,000,000,000,000"
+    assert count_text(2**784) == "2^784"
+    assert count_text(3 * 2**60) == "about 2^61.6"  # log2(3) + 60 = 61.58
+
+
+def test_a_model_class_instead_of_an_instance_says_to_build_one():
+    with pytest.raises(TypeError) as error:
+        ExactShapley(torch.nn.Linear)
+    message = str(error.value)
+    assert "got the class Linear, not a model: pass an instance" in message
+    assert "`ExactShapley(Linear(in_features, out_features))`" in message
+    assert "`ExactShapley(Linear(8, 3))`" in message
+
+
+def test_a_model_instance_and_a_plain_function_are_accepted():
+    ExactShapley(torch.nn.Linear(5, 3))
+    ExactShapley(lambda x: x.sum(dim=1, keepdim=True))
+
+
+def test_integer_inputs_to_a_float_model_name_the_cast_and_the_embedding():
+    model = torch.nn.Linear(5, 3)
+    ids = torch.randint(0, 4, (2, 5))
+    with pytest.raises(TypeError) as error:
+        ExactShapley(model).attribute(ids, target=1)
+    message = str(error.value)
+    assert "integer inputs (int64) to a float model" in message
+    assert "cast with `.float()`" in message and "embedding" in message
+    assert isinstance(error.value.__cause__, RuntimeError)  # torch's own error is kept
+    # the same inputs cast as the message says are explained, and token ids to an
+    # embedding work as they are
+    assert ExactShapley(model).attribute(ids.float(), target=1).shape == (2, 5)
+    embedding = torch.nn.Sequential(
+        torch.nn.Embedding(4, 2), torch.nn.Flatten(), torch.nn.Linear(10, 3)
+    )
+    assert ExactShapley(embedding).attribute(ids, baselines=0, target=1).shape == (2, 5)
+
+
+def test_a_float_model_error_on_float_inputs_is_left_as_torch_raised_it():
+    def broken(x):
+        raise RuntimeError("mat1 and mat2 must have the same dtype, but got Float and Half")
+
+    with pytest.raises(RuntimeError, match="Float and Half"):
+        ExactShapley(broken).attribute(X, target=0)
+
+
+@pytest.mark.parametrize("d", [2, 5, 8])
+def test_the_kernel_estimator_refuses_a_budget_below_its_minimum(d):
+    from captum_graphshap import PairedKernelShap
+
+    model = CountingModel()
+    x = torch.randn(2, d)
+    with pytest.raises(ValueError) as error:
+        PairedKernelShap(model).attribute(x, target=1, estimator="kernel", budget=2 * d - 1)
+    message = str(error.value)
+    assert f"budget={2 * d - 1} is too small" in message and f"budget >= 2 d = {2 * d}" in message
+    assert model.calls == 0
+
+
+def test_the_kernel_estimators_minimum_budget_determines_the_fit():
+    # d - 1 distinct complementary pairs and efficiency pin every attribution of a
+    # linear game (exact there once determined), and one pair fewer cannot: at
+    # budget 2 d the fit is exact for some draw, at 2 d - 2 it is refused.
+    from captum_graphshap import PairedKernelShap
+
+    d = 4
+    model = torch.nn.Linear(d, 1)
+    x = torch.randn(3, d)
+    exact = ExactShapley(model).attribute(x)
+    errors = [
+        float(
+            (
+                PairedKernelShap(model).attribute(
+                    x, estimator="kernel", budget=2 * d, generator=torch.Generator().manual_seed(s)
+                )
+                - exact
+            )
+            .abs()
+            .max()
+        )
+        for s in range(10)
+    ]
+    assert min(errors) < 1e-5, errors
+    with pytest.raises(ValueError, match="too small"):
+        PairedKernelShap(model).attribute(x, estimator="kernel", budget=2 * d - 2)

@@ -204,3 +204,76 @@ def test_paired_difference_and_positive_share_closed_forms():
     # differences -1, 0, -2: mean -1, sample SD 1, two of three lower
     assert mean == -1.0 and abs(error - 3**-0.5) < 1e-12 and wins == 2
     assert demo.positive_share(torch.tensor([[1.0, 0.0, -1.0, 2.0], [0.0, 0.0, 0.0, 3.0]])) == 0.375
+
+
+def test_version_prints_the_package_version_without_loading_torch():
+    import subprocess
+
+    import captum_graphshap
+
+    code = (
+        "import sys\nfrom captum_graphshap.apps import cli\n"
+        "try:\n    cli.main(['--version'])\nexcept SystemExit as stop:\n"
+        "    print('exit', stop.code, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        f"graphshap {captum_graphshap.__version__}",
+        "exit 0 False",
+    ]
+
+
+def test_report_leads_with_accuracy_against_exact_values_at_equal_cost(quick_demo):
+    _, printed, result = quick_demo
+    page = result.report.read_text()
+    headline = page.index("Accuracy against exact Shapley values, at equal cost")
+    assert headline < page.index("Masking experiment")
+    assert "accuracy against exact Shapley values at equal cost" in printed
+    rows = result.equal_cost
+    assert [row.name for row in rows] == [
+        demo.accuracy.OURS_KERNEL,
+        demo.accuracy.OURS_SAMPLING,
+        demo.accuracy.THEIRS_KERNEL,
+        demo.accuracy.THEIRS_SAMPLING,
+    ]
+    for row in rows:  # every estimator within the same budget, a finite error, on the page
+        assert demo.accuracy.EQUAL_BUDGET - 16 <= row.evaluations <= demo.accuracy.EQUAL_BUDGET
+        assert 0 <= row.error < float("inf")
+        assert f"<td>{row.error:.3f}</td>" in page
+
+
+def test_relative_error_is_zero_for_the_exact_values_and_scales():
+    from captum_graphshap.apps.demo.accuracy import relative_error
+
+    exact = torch.arange(1.0, 65.0).reshape(1, 1, 8, 8)
+    assert relative_error(exact, exact) == 0.0
+    # one value per 2x2 patch is read: doubling every value is an error of exactly 1
+    assert relative_error(2 * exact, exact) == pytest.approx(1.0)
+
+
+def test_report_says_which_digits_it_shows_and_fits_a_phone(quick_demo, tmp_path):
+    import dataclasses
+    import shutil
+
+    out, _, result = quick_demo
+    page = result.report.read_text()
+    n = result.examples.shape[0]
+    assert f"All {n} explained digits are shown." in page
+    assert '<meta name="viewport" content="width=device-width' in page
+    assert page.count('<div class="wide"><table>') == page.count("<table>") == 2
+    for figure in ("heatmaps.png", "masking.png"):
+        shutil.copy(out / figure, tmp_path / figure)
+    report = tmp_path / "report.html"
+    many = dataclasses.replace(result, report=report, examples=result.examples.repeat(3, 1, 1, 1))
+    demo.write_report(many, "heatmaps.png", "masking.png", shown=4)
+    assert f"The first 4 of the {3 * n} explained digits are shown" in report.read_text()
+
+
+def test_report_colours_are_the_red_blue_map():
+    from captum_graphshap.apps.demo import report
+
+    assert report.DIVERGING_CMAP == "RdBu"
+    assert report._colour(1.0) == "rgb(33,102,172)"  # blue: for
+    assert report._colour(-1.0) == "rgb(178,24,43)"  # red: against
+    assert report._colour(0.0) == "rgb(255,255,255)"
+    assert report._colour(0.5) == "rgb(144,178,214)"  # half way to blue (178.5, 213.5 rounded)

@@ -25,10 +25,20 @@ FEATURES = limits.MAX_COALITIONS.bit_length() - 1  # 2^d coalitions: d features
 
 #: (file, the statement as written up to whitespace, the value it must state)
 CLAIMS = [
-    ("README.md", "plans above 2^20 coalitions", limits.MAX_COALITIONS),
-    ("README.md", "2^22 for graph plans on grids and lines", limits.MAX_GRAPH_COALITIONS),
     ("README.md", "over all `2^d` coalitions (d ≤ 20)", FEATURES),
-    ("README.md", "(Walsh–Hadamard, exact, d ≤ 20)", residuals.RESIDUALS_MAX_FEATURES),
+    ("README.md", "Up to 20 features, `ExactShapley` is exact", FEATURES),
+    ("docs/guide/limits.md", "plans above 2^20 coalitions", limits.MAX_COALITIONS),
+    (
+        "docs/guide/limits.md",
+        "2^22 for graph plans on grids and lines",
+        limits.MAX_GRAPH_COALITIONS,
+    ),
+    ("docs/guide/captum_users.md", "over all `2^d` coalitions (d ≤ 20)", FEATURES),
+    (
+        "docs/guide/captum_users.md",
+        "(Walsh–Hadamard, exact, d ≤ 20)",
+        residuals.RESIDUALS_MAX_FEATURES,
+    ),
     ("docs/architecture.md", "`MAX_COALITIONS = 2^20`", limits.MAX_COALITIONS),
     ("docs/architecture.md", "`MAX_GRAPH_COALITIONS = 2^22`", limits.MAX_GRAPH_COALITIONS),
     ("docs/architecture.md", "exact Shapley (`d ≤ 20`)", FEATURES),

@@ -17,6 +17,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 import captum_graphshap
 
 PACKAGE = Path(captum_graphshap.__file__).parent
@@ -144,26 +146,29 @@ def test_no_cycle_between_subpackages():
     assert not cycles, cycles
 
 
-def test_the_reader_finds_hidden_and_absolute_imports(tmp_path):
+@pytest.mark.parametrize(
+    ("where", "source", "expected"),
+    [
+        (
+            "plans/probe.py",
+            "def f():\n    from ..attr import base\n"
+            "import captum_graphshap.apps.demo\nfrom captum_graphshap import uncertainty\n",
+            {"attr", "apps", "uncertainty"},
+        ),
+        (  # a deprecation shim's import on demand counts too
+            "text/__init__.py",
+            "import importlib\ndef __getattr__(name):\n"
+            "    return importlib.import_module('captum_graphshap.apps.minilm')\n",
+            {"apps"},
+        ),
+    ],
+)
+def test_the_reader_finds_hidden_absolute_and_on_demand_imports(tmp_path, where, source, expected):
     root = tmp_path / "captum_graphshap"
-    (root / "plans").mkdir(parents=True)
-    probe = root / "plans" / "probe.py"
-    probe.write_text(
-        "def f():\n    from ..attr import base\n"
-        "import captum_graphshap.apps.demo\nfrom captum_graphshap import uncertainty\n"
-    )
-    assert _imported_subpackages(probe, root) == {"attr", "apps", "uncertainty"}
-
-
-def test_the_reader_finds_an_import_module_call(tmp_path):
-    root = tmp_path / "captum_graphshap"
-    (root / "text").mkdir(parents=True)
-    probe = root / "text" / "__init__.py"
-    probe.write_text(
-        "import importlib\ndef __getattr__(name):\n"
-        "    return importlib.import_module('captum_graphshap.apps.minilm')\n"
-    )
-    assert _imported_subpackages(probe, root) == {"apps"}
+    probe = root / where
+    probe.parent.mkdir(parents=True)
+    probe.write_text(source)
+    assert _imported_subpackages(probe, root) == expected
 
 
 def _module_edges(root: Path = PACKAGE) -> dict[str, set[str]]:

@@ -1,4 +1,6 @@
-"""Every python code block of README.md runs on its own and names the extra it needs.
+"""Every python code block of README.md runs on its own, and every block of the README and
+of the guide pages it sends readers to names the extra it needs (the guide pages' blocks
+run in ``tests/test_docs_build.py``).
 
 Blocks are found when the tests run, so a block added later is tested too.
 Each runs in a fresh namespace (nothing carries over from the block above it),
@@ -33,16 +35,27 @@ NEEDS = [
 ]
 
 
-def python_blocks() -> list[tuple[int, str]]:
-    """``(line, code)`` of every fenced python block of README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The README and the pages that took over its examples: their blocks name their extras.
+DOCUMENTS = (
+    "README.md",
+    "docs/guide/captum_users.md",
+    "docs/guide/examples.md",
+    "docs/guide/limits.md",
+    "docs/guide/install.md",
+)
+
+
+def python_blocks(document: str = "README.md") -> list[tuple[int, str]]:
+    """``(line, code)`` of every fenced python block of ``document``."""
+    text = (ROOT / document).read_text(encoding="utf-8")
     blocks = []
     for match in re.finditer(r"^```python[^\n]*\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
         blocks.append((text.count("\n", 0, match.start()) + 1, match.group(1)))
     return blocks
 
 
-BLOCKS = python_blocks()
+BLOCKS = [(f"{doc}:{line}", code) for doc in DOCUMENTS for line, code in python_blocks(doc)]
+README_BLOCKS = [(f"README.md:{line}", code) for line, code in python_blocks("README.md")]
 
 
 def needed_extras(code: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -54,29 +67,30 @@ def needed_extras(code: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def named_extras(code: str) -> set[str]:
-    """Extras a block names, as in ``pip install "captum-graphshap[text,shap]"``."""
+    """Extras a block names, as in ``pip install -e ".[text,shap]"`` (or
+    ``"captum-graphshap[text,shap]"``)."""
     return {
         name.strip()
-        for group in re.findall(r"captum-graphshap\[([\w,\s-]+)\]", code)
+        for group in re.findall(r"(?:captum-graphshap|\.)\[([\w,\s-]+)\]", code)
         for name in group.split(",")
     }
 
 
-def test_the_readme_has_python_blocks():
-    assert len(BLOCKS) >= 5
+def test_the_readme_and_its_pages_have_python_blocks():
+    assert len(python_blocks("README.md")) >= 2
+    assert len(BLOCKS) >= 10
 
 
-@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
+@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_block_names_the_extras_it_needs(line, code):
     missing = [extra for extra, _ in needed_extras(code) if extra not in named_extras(code)]
     assert not missing, (
-        f"README.md block at line {line} uses the {missing} extra(s) without naming them: "
-        f"add a first line such as # needs the [{missing[0]}] extra: pip install "
-        f'"captum-graphshap[{missing[0]}]"'
+        f"the block at {line} uses the {missing} extra(s) without naming them: add a first "
+        f'line such as # needs the [{missing[0]}] extra: pip install -e ".[{missing[0]}]"'
     )
 
 
-@pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
+@pytest.mark.parametrize(("line", "code"), README_BLOCKS, ids=[w for w, _ in README_BLOCKS])
 def test_block_runs_on_its_own(line, code, tmp_path, monkeypatch):
     for _, modules in needed_extras(code):
         for module in modules:
@@ -92,7 +106,7 @@ def test_block_runs_on_its_own(line, code, tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        exec(compile(code, f"README.md (block at line {line})", "exec"), namespace)
+        exec(compile(code, f"block at {line}", "exec"), namespace)
     finally:
         torch.set_num_threads(threads)
         plt.close("all")

@@ -181,3 +181,45 @@ def test_mypy_strict_on_a_user_script_knows_a_tensor_from_an_explanation(tmp_pat
         if "# error: " in line
     }
     assert found == expected, result.stdout + result.stderr
+
+
+def _help_text(cls: type) -> str:
+    import pydoc
+
+    return pydoc.render_doc(cls, renderer=pydoc.plaintext)
+
+
+@pytest.mark.parametrize("name", ["PairedKernelShap", "BayesShap", "ShapleySampling", "Shear"])
+def test_help_is_wrapped_and_documents_each_option_once(name):
+    import captum_graphshap
+
+    cls = getattr(captum_graphshap, name)
+    text = _help_text(cls)
+    # the composed docstring is wrapped (a word longer than the width may stand alone)
+    doc = cls.attribute.__doc__.splitlines()
+    assert max(len(line) for line in doc) <= 90, max(doc, key=len)
+    assert max(len(line) for line in cls.Options.__doc__.splitlines()) <= 90
+    # each option is documented once, in attribute; Options points there
+    for option in dataclasses.fields(cls.Options):
+        entries = [line for line in doc if line.startswith(f"    {option.name}: ")]
+        assert len(entries) == 1, (option.name, entries)
+    assert "Args:" not in cls.Options.__doc__
+    assert f"documented in ``{name}.attribute``" in text
+
+
+def test_help_leaves_out_captums_kernel_sampler():
+    from captum_graphshap import PairedKernelShap
+
+    text = _help_text(PairedKernelShap)
+    assert "kernel_shap_perturb_generator" not in text
+    assert "kernel_shap_similarity_kernel" not in text
+    assert "kernel_shap_perturb_generator" not in dir(PairedKernelShap)
+    # still an attribute, as Captum's code may look it up
+    assert callable(PairedKernelShap.kernel_shap_perturb_generator)
+
+
+def test_the_options_text_is_kept_for_the_composed_docstring():
+    from captum_graphshap import PairedKernelShap
+
+    assert "estimator:" in PairedKernelShap.Options._args_doc
+    assert "Shapley kernel" in PairedKernelShap.attribute.__doc__

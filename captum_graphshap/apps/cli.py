@@ -28,13 +28,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="graphshap",
         description="Shapley-value attributions for structured data (captum-graphshap).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo_arguments(
         commands.add_parser(
             "demo",
             help="explain a CNN on digits with L-/C-Shapley and Captum; write an HTML report",
             description=(
-                "Train a small CNN on scikit-learn's 8x8 digits (a few seconds), explain "
+                "Train a small CNN on scikit-learn's 8x8 digits (a few seconds), measure "
+                "PairedKernelShap, ShapleySampling and Captum's KernelShap and "
+                "ShapleyValueSampling against exact Shapley values at equal evaluations, explain "
                 "held-out digits with C-Shapley (pixel grid, k=2 and k=1), L-Shapley (2x2 "
                 "patches), exact Shapley (4x4 patches) and Captum's ShapleyValueSampling and "
                 "KernelShap at C-Shapley k=1's number of model evaluations, score each with "
@@ -47,6 +50,18 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version, else the package's (a source tree on the path)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("captum-graphshap")
+    except metadata.PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
 
 
 def _add_demo_arguments(demo: argparse.ArgumentParser) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import torch
 
 from .._compat import is_int
+from .docs import CAPTUM_ARGUMENTS
 
 
 def check_count(value: Any, name: str, minimum: int, advice: str = "") -> int:
@@ -36,3 +38,22 @@ def check_generator(generator: Any) -> torch.Generator | None:
             "for a seed, pass torch.Generator().manual_seed(seed)."
         )
     return generator
+
+
+def unknown_options_error(owner: str, unknown: list[str], known: list[str]) -> TypeError:
+    """The error for keyword arguments ``attribute`` does not take, with the closest names.
+
+    A near miss is matched against Captum's arguments as well as the class's
+    options, so ``baseline=`` suggests ``baselines``.
+    """
+    accepted = [*CAPTUM_ARGUMENTS, *known]
+    hints = [
+        f"{name!r}: did you mean {close[0]!r}?"
+        for name in unknown
+        if (close := difflib.get_close_matches(name, accepted, n=1, cutoff=0.6))
+    ]
+    return TypeError(
+        f"{owner}.attribute got unknown option(s) {unknown}"
+        + (f" ({'; '.join(hints)})" if hints else "")
+        + f"; its keyword-only options are {known}."
+    )

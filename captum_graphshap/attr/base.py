@@ -38,10 +38,10 @@ from ..engine.coalition_game import (
     prepare_game,
 )
 from ..engine.plan import Plan
-from ._options import check_flag
-from .docs import publish_signature
+from ._options import check_flag, unknown_options_error
+from .docs import HidesCaptumInternals, publish_signature
 from .dummies import explain_present_features
-from .guards import check_finite_result, model_state_kept
+from .guards import check_finite_result, check_model_instance, integer_inputs_hint, model_state_kept
 from .renames import NO_RENAMES, Renames, apply_renames
 from .result import (
     Attributions,
@@ -117,6 +117,7 @@ class GameAttribution(PerturbationAttribution):
         # Not super().__init__: a class may also derive from the Captum class of
         # its role (for LLMAttribution's isinstance check), whose constructor
         # would build what we do not use (KernelShap's scikit-learn model).
+        check_model_instance(forward_func, type(self).__name__)
         PerturbationAttribution.__init__(self, forward_func)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -250,7 +251,7 @@ class GameAttribution(PerturbationAttribution):
             feature_mask,
             perturbations_per_eval,
         )
-        with model_state_kept(self.forward_func):
+        with model_state_kept(self.forward_func), integer_inputs_hint(inputs):
             try:
                 outcome = self._explain_outputs(game, checked, show_progress)
             except AggregatedOutput:
@@ -330,10 +331,7 @@ class GameAttribution(PerturbationAttribution):
             known = [f.name for f in dataclasses.fields(self.Options)]
             unknown = sorted(set(options) - set(known))
             if unknown:
-                raise TypeError(
-                    f"{type(self).__name__}.attribute got unknown option(s) {unknown}; its "
-                    f"keyword-only options are {known}."
-                ) from None
+                raise unknown_options_error(type(self).__name__, unknown, known) from None
             raise error
 
     def uses_graph_mask(self, options: Any) -> bool:
@@ -435,8 +433,13 @@ class SampledAttribution(GameAttribution):
         )
 
 
-class KernelAttribution(GameAttribution):
+class KernelAttribution(GameAttribution, metaclass=HidesCaptumInternals):
     """Base of regression methods (Captum's ``KernelShap`` argument order)."""
+
+    #: Captum's ``KernelShap`` sampler and weight, unused here: left out of ``help()``
+    _unused_captum_methods = frozenset(
+        {"kernel_shap_perturb_generator", "kernel_shap_similarity_kernel"}
+    )
 
     def attribute_future(self, *args: Any, **kwargs: Any) -> torch.futures.Future[Any]:
         """Not supported, as for Captum's ``KernelShap``: call ``attribute``."""

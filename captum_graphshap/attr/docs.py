@@ -5,7 +5,9 @@ The argument documentation is written once and composed into every
 every class; each class adds its ``Options`` (documented in the dataclass's
 docstring, ``Args:`` style) and a sentence on what it returns. The full
 signature, every option with its default and type, is published on the class
-(:func:`publish_signature`).
+(:func:`publish_signature`). Each entry is wrapped for ``help()``, and the
+options are documented there once: the ``Options`` class's own docstring then
+points to ``attribute`` (the full text stays readable as ``Options._args_doc``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import textwrap
 import typing
 from typing import Any
+
+#: Width of the composed ``attribute`` docstring's lines (``help()`` indents them by 4 more).
+DOC_WIDTH = 84
 
 #: Captum's arguments, in Google style, one entry per name.
 CAPTUM_ARGUMENTS: dict[str, str] = {
@@ -79,23 +85,36 @@ def attribute_doc(cls: type, arguments: list[str]) -> str:
     lines = [f"{cls.__name__} attributions of each feature.", "", "Args:"]
     for name in arguments:
         if name not in documented:
-            lines.append(f"    {name}: {CAPTUM_ARGUMENTS[name]}")
+            lines.append(_entry(f"{name}: {CAPTUM_ARGUMENTS[name]}"))
     for name, text in {**SHARED_OPTIONS, **documented}.items():
-        lines.append(f"    {name}: {text}")
-    returns = getattr(cls, "returns", "")
+        lines.append(_entry(f"{name}: {text}"))
+    returns = getattr(cls, "returns", "") or (
+        "Attributions with the shape, dtype and type of ``inputs``; integer inputs get "
+        "the default float dtype."
+    )
     lines += [
         "",
         "Returns:",
-        "    "
-        + (
-            returns
-            or "Attributions with the shape, dtype and type of ``inputs``; "
-            "integer inputs get the default float dtype."
+        _entry(returns, indent="    "),
+        _entry(
+            "With any ``return_*`` option, a named tuple whose first field is the "
+            "attributions, followed by the extras asked for.",
+            indent="    ",
         ),
-        "    With any ``return_*`` option, a named tuple whose first field is the "
-        "attributions, followed by the extras asked for.",
     ]
     return "\n".join(lines)
+
+
+def _entry(text: str, indent: str = "        ") -> str:
+    """One ``Args:`` entry (or a paragraph of ``Returns:``), wrapped at :data:`DOC_WIDTH`."""
+    return textwrap.fill(
+        text,
+        DOC_WIDTH,
+        initial_indent="    ",
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _options_doc(options: Any) -> dict[str, str]:
@@ -104,7 +123,9 @@ def _options_doc(options: Any) -> dict[str, str]:
         return {}
     entries: dict[str, str] = {}
     for klass in reversed(options.__mro__):
-        entries.update(_args_section(klass.__dict__.get("__doc__")))
+        entries.update(
+            _args_section(klass.__dict__.get("_args_doc", klass.__dict__.get("__doc__")))
+        )
     return entries
 
 
@@ -182,6 +203,7 @@ def publish_signature(cls: Any) -> None:
         "return": returns,
     }
     bound.__doc__ = attribute_doc(cls, [p.name for p in head[1:]])
+    _point_options_to_attribute(cls)
     bound.__qualname__ = f"{cls.__qualname__}.attribute"
     bound._published = True  # type: ignore[attr-defined]
     cls.attribute = bound
@@ -199,3 +221,31 @@ def _resolved_hints(obj: Any) -> dict[str, Any]:
         return typing.get_type_hints(obj)
     except NameError:
         return {}
+
+
+def _point_options_to_attribute(cls: Any) -> None:
+    """Leave the options' text in ``attribute`` alone, so ``help(cls)`` shows it once."""
+    options = cls.Options
+    if "_args_doc" in options.__dict__:  # shared with a class published before
+        return
+    options._args_doc = options.__doc__
+    options.__doc__ = textwrap.fill(
+        f"The keyword-only options of :class:`~{cls.__module__}.{cls.__qualname__}`, checked "
+        f"before any model call; each is documented in ``{cls.__name__}.attribute``.",
+        DOC_WIDTH,
+        break_long_words=False,
+    )
+
+
+class HidesCaptumInternals(type):
+    """A metaclass whose ``dir()`` leaves out Captum methods the class never calls.
+
+    ``help()`` and IDEs list what ``dir()`` gives; Captum's ``KernelShap`` adds
+    its sampler (``kernel_shap_perturb_generator``) and kernel weight, which a
+    class that plans its own coalitions does not use. They stay reachable as
+    attributes (Captum's code may still look them up).
+    """
+
+    def __dir__(cls) -> list[str]:
+        hidden: frozenset[str] = getattr(cls, "_unused_captum_methods", frozenset())
+        return [name for name in super().__dir__() if name not in hidden]

@@ -1,8 +1,11 @@
-"""Model-state guards: a model in train mode, and attributions that are not finite.
+"""Model guards: a model class for a model, integer inputs to a float model, a model in
+train mode, and attributions that are not finite.
 
-Both run around every class's estimate, whatever the method: the model's
-buffers are restored after the call (:func:`model_state_kept`), and an
-estimator never hands NaN back silently (:func:`check_finite_result`).
+They run around every class's estimate, whatever the method: a model class
+is refused at construction (:func:`check_model_instance`), torch's dtype
+error of integer inputs gets the fix (:func:`integer_inputs_hint`), the
+model's buffers are restored after the call (:func:`model_state_kept`), and
+an estimator never hands NaN back silently (:func:`check_finite_result`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,64 @@ from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
 from .result import Outcome
+
+
+def check_model_instance(forward_func: Any, owner: str) -> None:
+    """Refuse an ``nn.Module`` class where a model (an instance) is expected, with the fix."""
+    if isinstance(forward_func, type) and issubclass(forward_func, torch.nn.Module):
+        try:
+            required = [
+                p.name
+                for p in inspect.signature(forward_func).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):  # no signature to read
+            required = []
+        call = f"{forward_func.__name__}({', '.join(required)})"
+        raise TypeError(
+            f"{owner} got the class {forward_func.__name__}, not a model: pass an instance, "
+            f"built with its arguments: `{owner}({call})`, as in `{owner}(Linear(8, 3))`."
+        )
+
+
+#: Fragments of torch's messages when an integer tensor meets float weights.
+_DTYPE_MISMATCH = (
+    "must have the same dtype",
+    "expected scalar type",
+    "not implemented for 'Long'",
+    "not implemented for 'Int'",
+    "expected both inputs to have same dtype",
+    "should be the same",
+    "found dtype Long",
+    "found dtype Int",
+)
+
+
+@contextlib.contextmanager
+def integer_inputs_hint(inputs: Any) -> Iterator[None]:
+    """Re-raise torch's dtype error of integer inputs to a float model with the fix.
+
+    Integer inputs are token ids for an embedding; a model whose first layer
+    is float (a ``Linear``, a ``Conv2d``) fails on them with torch's bare
+    dtype message at the first model call, which this names.
+    """
+    tensors = inputs if isinstance(inputs, tuple) else (inputs,)
+    integer = [
+        str(t.dtype).removeprefix("torch.")
+        for t in tensors
+        if isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
+        and t.dtype != torch.bool
+    ]  # fmt: skip
+    try:
+        yield
+    except RuntimeError as error:
+        if integer and any(fragment in str(error) for fragment in _DTYPE_MISMATCH):
+            raise TypeError(
+                f"integer inputs ({', '.join(sorted(set(integer)))}) to a float model: cast "
+                "with `.float()` (pixels, measurements), or give token ids to a model that "
+                f"starts with an embedding. Torch said: {error}"
+            ) from error
+        raise
 
 
 def check_finite_result(explainer: object, game: CoalitionGame, outcome: Outcome) -> None:

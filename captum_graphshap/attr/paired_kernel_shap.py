@@ -185,6 +185,15 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             "d pairs (2 d coalitions)."
         )
         if options.budget is not None:
+            if options.estimator == "kernel" and options.budget < 2 * d:
+                # each pair pins one direction and efficiency the last: d - 1 pairs at least
+                raise ValueError(
+                    f"budget={options.budget} is too small for PairedKernelShap("
+                    f"estimator='kernel') with d = {d} features: the kernel fit needs d - 1 = "
+                    f"{d - 1} complementary pairs besides the 2 endpoints, budget >= 2 d = "
+                    f"{2 * d}; below that it is underdetermined. Raise budget to {2 * d}, or use "
+                    "estimator='auto', which picks an estimator for any budget."
+                )
             count = samples_within(options.budget, 2, 1, 2, "PairedKernelShap")
             count -= count % 2
         else:

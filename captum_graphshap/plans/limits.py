@@ -20,12 +20,29 @@ MAX_COALITIONS = 2**20
 MAX_GRAPH_COALITIONS = 2**22
 
 
+#: Counts up to this are written out in digits; larger ones as powers of two.
+DIGITS_UP_TO = 10**15
+
+
+def count_text(count: int) -> str:
+    """A count as a reader takes it in: ``234,952``, or ``2^784`` rather than 237 digits.
+
+    Above :data:`DIGITS_UP_TO` a power of two is written exactly (``2^784``)
+    and any other count as ``about 2^k`` with one decimal.
+    """
+    if count <= DIGITS_UP_TO:
+        return f"{count:,}"
+    if count & (count - 1) == 0:
+        return f"2^{count.bit_length() - 1}"
+    return f"about 2^{math.log2(count):.1f}"
+
+
 def check_plan_size(count: int, limit: int, method: str, advice: str) -> None:
     """Refuse a plan above ``limit`` coalitions, giving the count."""
     if count > limit:
         raise ValueError(
-            f"{method} would evaluate {count:,} coalitions per example, above the limit of "
-            f"{limit:,} (2^{int(math.log2(limit))}); {advice}"
+            f"{method} would evaluate {count_text(count)} coalitions per example, above the "
+            f"limit of {limit:,} (2^{int(math.log2(limit))}); {advice}"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch import Tensor
+from torch import Tensor, nn
 
 INSTALL_DEMO = 'pip install "captum-graphshap[demo]"'
 
@@ -23,6 +23,19 @@ SENTENCES = (
     "The acting was wonderful and the story moving, though the ending dragged.",
     "A dull, clumsy film with a plot that makes no sense.",
 )
+
+
+class CountingModel(nn.Module):
+    """Wraps a model and counts the rows (examples) it is evaluated on."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.rows = 0
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.rows += x.shape[0]
+        return self.model(x)
 
 
 class DemoDependencyError(RuntimeError):
@@ -59,6 +72,9 @@ class DemoResult:
             Total wall time; sections skipped and why.
         context, weights:
             The L-/C-Shapley options used.
+        equal_cost:
+            The headline: each estimator's error against exact Shapley values
+            at equal evaluations (:mod:`.accuracy`), or None when not run.
     """
 
     report: Path
@@ -80,6 +96,17 @@ class DemoResult:
     context: str = "baseline"
     weights: str = "myerson"
     locality: LocalityCheck | None = None
+    equal_cost: list[EqualCostRow] | None = None
+
+
+@dataclass
+class EqualCostRow:
+    """One estimator of the headline: evaluations per digit, seconds, relative error."""
+
+    name: str
+    evaluations: float
+    seconds: float
+    error: float
 
 
 @dataclass
