@@ -10,15 +10,18 @@ Prints, in one run:
    Budgets are model evaluations per example: BayesShap spends ``n_samples``
    plus the two endpoints, ShapleySampling ``d + 1`` per ordering (``n_samples = budget / d``
    orderings, its prefixes deduplicated).
-2. **BayesShap time against n** on the 30 ungrouped columns (should be
+2. **BayesShap's coverage on random MLPs** (issue 29's cells): d = 8, 10, 12,
+   tanh and ReLU, 50-400 evaluations, ``--seeds`` models x 10 examples each;
+   an exact interval (every coalition evaluated) covers within 1e-9.
+3. **BayesShap time against n** on the 30 ungrouped columns (should be
    linear: coalitions are sampled, evaluated and folded into ``d x d``
    statistics; no n x n matrix).
-3. **ShapleyResiduals time against d**: the Walsh-Hadamard maths alone on
+4. **ShapleyResiduals time against d**: the Walsh-Hadamard maths alone on
    precomputed values (O(d^2 2^d) for the inessential games, O(d 2^d) for
    the norms) and the whole ``attribute`` on an MLP, beside the dense
    least-squares solve the transform replaces (small d only).
 
-Run:  python benchmarks/uncertainty.py [--quick] [--examples 40] [--repeats 3]
+Run:  python benchmarks/uncertainty.py [--quick] [--examples 40] [--repeats 3] [--seeds 20]
 """
 
 from __future__ import annotations
@@ -136,6 +139,44 @@ def coverage_table(
     return rows
 
 
+def bayes_mlp_coverage(seeds: int) -> list[tuple[str, int, int, float, float]]:
+    """``(activation, d, budget, coverage, mean half-width)`` of BayesShap's 95% intervals
+    on random 2 x 32 MLPs (float64), ``seeds`` models of 10 examples per cell."""
+    rows = []
+    for activation in (nn.Tanh, nn.ReLU):
+        for d in (8, 10, 12):
+            for budget in (50, 100, 200, 400):
+                covered, widths = [], []
+                for seed in range(seeds):
+                    torch.manual_seed(seed)
+                    model = nn.Sequential(
+                        nn.Linear(d, 32), activation(), nn.Linear(32, 32), activation(),
+                        nn.Linear(32, 1),
+                    ).double().eval()  # fmt: skip
+                    g = torch.Generator().manual_seed(1000 + seed)
+                    x = torch.randn(10, d, dtype=torch.float64, generator=g)
+                    exact = ExactShapley(model).attribute(x, target=0)
+                    mean, half = BayesShap(model).attribute(
+                        x,
+                        target=0,
+                        budget=budget,
+                        generator=torch.Generator().manual_seed(seed),
+                        return_uncertainty=True,
+                    )
+                    covered.append(float(((mean - exact).abs() <= half + 1e-9).double().mean()))
+                    widths.append(float(half.mean()))
+                rows.append(
+                    (
+                        activation.__name__,
+                        d,
+                        budget,
+                        statistics.mean(covered),
+                        statistics.mean(widths),
+                    )
+                )
+    return rows
+
+
 def bayes_time_table(model: nn.Module, x: torch.Tensor, sizes: list[int], repeats: int):
     """On the 30 ungrouped columns: with 10 features the 1,022 distinct
     coalitions would be deduplicated and the time would stop growing. The
@@ -206,6 +247,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few examples, budgets and sizes")
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--seeds", type=int, default=None, help="models per coverage cell")
     add_device_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
@@ -229,6 +271,13 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, budget, coverage, width, error in coverage_table(model, x, budgets, repeats):
         print(f"| {name} | {budget} | {coverage:.3f} | {width:.3f} | {error:.3f} |")
+
+    seeds = args.seeds or (5 if args.quick else 20)
+    print(f"\n## BayesShap's coverage on random MLPs ({seeds} models x 10 examples a cell)\n")
+    print("| activation | d | evaluations | coverage | mean half-width |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for activation, d, budget, coverage, width in bayes_mlp_coverage(seeds):
+        print(f"| {activation} | {d} | {budget} | {coverage:.3f} | {width:.4f} |")
 
     print(f"\n## BayesShap time against n ({examples} examples, 30 ungrouped features)\n")
     print("| n_samples | time s | µs per coalition and example | marginal µs per coalition |")

@@ -245,8 +245,9 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     """The variances equal conditioning the joint Gaussian of (phi, u), written with parities.
 
     The linear parities' flat prior is approximated by a variance of ``1e6``
-    (universal kriging is its limit) and ``s^2`` is the restricted estimate
-    ``(u - X beta)' K^-1 (u - X beta) / (rows - d)``.
+    (universal kriging is its limit) and ``s^2`` is the larger of the restricted
+    estimate ``(u - X beta)' K^-1 (u - X beta) / (rows - d)`` and the
+    leave-one-out one ``mean_i (P u)_i^2 / P_ii``.
     """
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (2.0,))
@@ -293,8 +294,13 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     inverse = torch.linalg.inv(kernel + jitter * torch.eye(len(basis)))
     beta = torch.linalg.solve(signs.T @ inverse @ signs, signs.T @ inverse @ odd)
     residual = odd - signs @ beta
-    scale_estimate = residual @ inverse @ residual / (len(basis) - d)
-    want = scale_estimate * conditioned.diagonal()
+    restricted = residual @ inverse @ residual / (len(basis) - d)
+    # or the leave-one-out residuals' scale, where larger
+    projector = inverse - inverse @ signs @ torch.linalg.solve(
+        signs.T @ inverse @ signs, signs.T @ inverse
+    )
+    leave_one_out = ((projector @ odd).square() / projector.diagonal()).mean()
+    want = torch.maximum(restricted, leave_one_out) * conditioned.diagonal()
     torch.testing.assert_close(posterior.variance[0], want, rtol=1e-4, atol=1e-12)
     # and the mean is the estimator's
     torch.testing.assert_close(posterior.mean, plan.estimator(values), rtol=0, atol=0)
@@ -543,3 +549,33 @@ def test_too_few_pairs_is_refused_before_any_call() -> None:
             torch.ones(1, 1024), torch.zeros(1, 1024), budget=4096, estimator="walsh_gp"
         )
     assert wide.rows == 0
+
+
+def test_the_leave_one_out_scale_refits_without_each_row() -> None:
+    """``mean_i (P u)_i^2 / P_ii`` is the mean of ``e_i^2 P_ii`` with ``e_i`` the residual
+    of row ``i`` predicted by universal kriging on the other rows, refitted explicitly."""
+    d, pairs = 7, 24
+    _, rows, values = planned_values(d, pairs, seed=2)
+    sampled = rows[2 : 2 + pairs]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
+    scale = torch.rand(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    priors = walsh_gp._candidate_priors(scale + 0.5, None)
+    best = walsh_gp._best_prior(signs, odd, priors, min(walsh_gp.MAX_ORDER, d))
+    covariance = best.factor[0] @ best.factor[0].T  # K, jitter included
+    u = odd[0]
+    residuals, precisions = [], []
+    for i in range(len(u)):
+        keep = torch.arange(len(u)) != i
+        k_inv = torch.linalg.inv(covariance[keep][:, keep])
+        x = signs[keep]
+        beta = torch.linalg.solve(x.T @ k_inv @ x, x.T @ k_inv @ u[keep])
+        predicted = signs[i] @ beta + covariance[i, keep] @ k_inv @ (u[keep] - x @ beta)
+        residuals.append(u[i] - predicted)
+    k_inv = torch.linalg.inv(covariance)
+    projector = k_inv - k_inv @ signs @ torch.linalg.inv(signs.T @ k_inv @ signs) @ signs.T @ k_inv
+    precisions = projector.diagonal()
+    want = (torch.stack(residuals).square() * precisions).mean()
+    got = walsh_gp._leave_one_out_scale(signs, best)[0]
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)

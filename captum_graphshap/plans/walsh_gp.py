@@ -460,8 +460,32 @@ def posterior_parts(
     if extra is not None:
         prior = prior + (4 / 9) * extra[0] @ extra[1]
     spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
-    scale_estimate = best.quadratic / max(1, signs.shape[0] - d)  # restricted s^2
+    # the scale: the restricted likelihood's, or the leave-one-out residuals' where
+    # the prior understates the game's higher orders (ReLU kinks, say)
+    restricted = best.quadratic / max(1, signs.shape[0] - d)
+    scale_estimate = torch.maximum(restricted, _leave_one_out_scale(signs, best))
     return mean, scale_estimate[:, None] * spread, predicted
+
+
+def _leave_one_out_scale(signs: Tensor, best: _Prior) -> Tensor:
+    """``(E,)`` the scale ``s^2`` that standardises the leave-one-out residuals.
+
+    Under universal kriging the residual of row ``i`` predicted from the
+    others is ``(P u)_i / P_ii`` with ``P = K^-1 - K^-1 X (X' K^-1 X)^-1 X' K^-1``,
+    and its variance ``s^2 / P_ii``; so ``mean_i (P u)_i^2 / P_ii`` estimates
+    ``s^2`` from how well each observation is predicted, where the restricted
+    likelihood trusts the prior's shape. Rows the linear parities alone
+    determine (``P_ii`` ~ 0) are left out.
+    """
+    rows = signs.shape[0]
+    eye = torch.eye(rows, dtype=torch.float64, device=signs.device)
+    inverse_factor = torch.linalg.solve_triangular(best.factor, eye, upper=False)  # L^-1
+    diagonal = inverse_factor.square().sum(dim=-2)  # diag(K^-1)
+    solved = _cholesky_solve(signs.expand(best.factor.shape[0], -1, -1), best.factor)
+    diagonal = diagonal - ((solved @ best.normal_inverse) * solved).sum(dim=-1)  # diag(P)
+    kept = diagonal > 1e-9 * diagonal.amax(dim=-1, keepdim=True)
+    ratios = torch.where(kept, best.inverse_residual.square() / diagonal.clamp_min(1e-300), 0.0)
+    return ratios.sum(dim=-1) / kept.sum(dim=-1).clamp_min(1)
 
 
 def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
