@@ -4,9 +4,12 @@ Models (trained in-process on scikit-learn's bundled data, seeded, no
 download), by default four the estimators were not tuned on (training seed 1,
 other data draws and explicands than the legacy set): a Friedman MLP (16
 features, 5 informative) with ReLU and with SiLU, a wine MLP (13 features,
-ReLU), and a CNN on the digits resized to 28 x 28, explained on 16 patches of
-7 x 7 pixels. ``--legacy`` adds the six models the estimators were tuned on
-(wine softplus, Friedman GELU, digits 8 x 8 SiLU, and their ReLU versions).
+ReLU), a CNN on the digits resized to 28 x 28, explained on 16 patches of
+7 x 7 pixels, and two families no estimator was tuned on: a LayerNorm GELU
+MLP over 20 Friedman features and a 2-layer transformer over 14 token ids (a
+synthetic sentiment-like task; a token's absence is the pad id). ``--legacy``
+adds the six models the estimators were tuned on (wine softplus, Friedman
+GELU, digits 8 x 8 SiLU, and their ReLU versions).
 Each explicand is a game over its ``d`` features (``v(z) = f(b + z * (x - b))``
 expanded through the feature mask, ``b`` the training mean or zeros), given to
 every method as the same model of a 0/1 vector, wrapped to count the rows it
@@ -154,6 +157,66 @@ def digits28(act: type[nn.Module], seed: int) -> Built:
     return model, x_t, torch.zeros(1, 1, 28, 28), mask, True
 
 
+def gelu_ln(act: type[nn.Module], seed: int) -> Built:
+    """A normalised MLP (LayerNorm, then the activation) on a 20-feature Friedman task."""
+    from sklearn.datasets import make_friedman1
+
+    x, y = make_friedman1(n_samples=2000, n_features=20, noise=0.1, random_state=seed)
+    x_t = torch.tensor(x, dtype=torch.float32)
+    y_t = torch.tensor(y, dtype=torch.float32)[:, None]
+    torch.manual_seed(seed)
+    model = nn.Sequential(
+        nn.Linear(20, 64), nn.LayerNorm(64), act(), nn.Linear(64, 64), nn.LayerNorm(64), act(),
+        nn.Linear(64, 1),
+    )  # fmt: skip
+    _train(model, x_t, y_t, nn.functional.mse_loss, 600)
+    return model, x_t, x_t.mean(0, keepdim=True), torch.arange(20)[None], False
+
+
+#: the token task: sequences of TOKEN_LENGTH ids below TOKEN_VOCAB, id 0 the pad
+TOKEN_LENGTH, TOKEN_VOCAB = 14, 12
+
+
+class TokenTransformer(nn.Module):
+    """A 2-layer transformer encoder over one-hot token ids ``(N, L, V)``: a one-hot
+    blended with the pad's is an embedding blended, so 0/1 coalitions are token ids
+    and the model stays differentiable (for Shear)."""
+
+    def __init__(self, act: type[nn.Module]) -> None:
+        super().__init__()
+        width = 32
+        self.embed = nn.Linear(TOKEN_VOCAB, width, bias=False)
+        self.position = nn.Parameter(torch.randn(TOKEN_LENGTH, width) * 0.1)
+        layer = nn.TransformerEncoderLayer(
+            width, 4, 64, dropout=0.0, batch_first=True, activation=act()
+        )
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(width, 2)
+
+    def forward(self, one_hot: Tensor) -> Tensor:
+        hidden = self.encoder(self.embed(one_hot) + self.position)
+        return self.head(hidden.mean(dim=1))
+
+
+def tokens(act: type[nn.Module], seed: int) -> Built:
+    """A transformer over token ids (14 positions) on a synthetic sentiment-like task:
+    ids 1-4 count for, 5-8 against, and id 9 right before a positive id doubles it."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, TOKEN_VOCAB, (4000, TOKEN_LENGTH), generator=generator)
+    positive = (ids >= 1) & (ids <= 4)
+    negative = (ids >= 5) & (ids <= 8)
+    boost = (ids[:, :-1] == 9) & positive[:, 1:]
+    score = positive.sum(1) - negative.sum(1) + boost.sum(1)
+    labels = (score > 0).long()
+    x_t = nn.functional.one_hot(ids, TOKEN_VOCAB).float()
+    torch.manual_seed(seed)
+    model = TokenTransformer(act)
+    _train(model, x_t, labels, nn.functional.cross_entropy, 400, batch=128)
+    base = nn.functional.one_hot(torch.zeros(1, TOKEN_LENGTH, dtype=torch.long), TOKEN_VOCAB)
+    mask = torch.arange(TOKEN_LENGTH)[None, :, None].expand(1, TOKEN_LENGTH, TOKEN_VOCAB)
+    return model.eval(), x_t, base.float(), mask, True
+
+
 #: name -> (builder, activation, training seed, first explicand row, row stride)
 MODELS: dict[
     str, tuple[Callable[[type[nn.Module], int], Built], type[nn.Module], int, int, int]
@@ -162,6 +225,8 @@ MODELS: dict[
     "Friedman SiLU": (friedman, nn.SiLU, 1, 50, 11),
     "wine ReLU": (wine, nn.ReLU, 1, 3, 17),
     "digits28 CNN": (digits28, nn.ReLU, 1, 50, 13),
+    "Friedman20 LayerNorm GELU": (gelu_ln, nn.GELU, 2, 50, 11),
+    "token transformer": (tokens, nn.GELU, 2, 50, 13),
 }
 LEGACY: dict[
     str, tuple[Callable[[type[nn.Module], int], Built], type[nn.Module], int, int, int]
