@@ -29,6 +29,7 @@ from captum.attr import (
 )
 from torch import Tensor
 
+from ..attr.base import GameAttribution
 from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
 from .model_api import cache_keyword, context_length, is_causal_cache, logits_kept, returned_cache
@@ -41,6 +42,12 @@ _EMPTY_PROMPT = (
     "'Q: {} {}'), non-empty baselines (TextTemplateInput(..., baselines=[...])), or a "
     "tokenizer that adds a start token."
 )
+
+
+#: Rows per model call without ``perturbations_per_eval``: about this many prompt
+#: tokens (256 prompts of 256 tokens; a 1B decoder's key/value cache of them takes
+#: 1.5 GiB in bf16). Out of memory still halves the call.
+TOKENS_PER_CALL = 2**16
 
 
 class LLMBivariateResult(LLMAttributionResult):
@@ -138,7 +145,11 @@ class LLMShapley(LLMAttribution):
         """Captum's ``LLMAttribution.attribute``; ``kwargs`` go to the wrapped method."""
         method = self.attr_method
         self._check_prompts_not_empty(inp)
-        self._check_context(inp)
+        prompt_tokens = self._check_context(inp)
+        if isinstance(method, GameAttribution) and kwargs.get("perturbations_per_eval") is None:
+            # rows of a prompt cost its tokens: size calls by tokens, not by the
+            # (tiny) coalition tensor the engine sizes its calls by otherwise
+            kwargs["perturbations_per_eval"] = max(1, TOKENS_PER_CALL // max(1, prompt_tokens))
         if kwargs.get("graph") is None and (
             isinstance(method, GraphAttribution)
             or (isinstance(method, BivariateShapley) and kwargs.get("k") is not None)
@@ -379,15 +390,15 @@ class LLMShapley(LLMAttribution):
             if ids.numel() == 0:
                 raise ValueError(_EMPTY_PROMPT)
 
-    def _check_context(self, inp: Any, answer: int = 0) -> None:
-        """Refuse, before any attribution's model call, a prompt and answer past the context.
+    def _check_context(self, inp: Any, answer: int = 0) -> int:
+        """The prompt's tokens; refused, before any attribution's model call, when the
+        prompt and answer pass the model's context.
 
         The longest perturbed prompt is the full one or, for a template, the one
         of all baselines; ``answer`` tokens follow it (0 before the target is known).
         """
-        limit = context_length(self.model)
-        if limit is None or not hasattr(inp, "to_tensor"):
-            return
+        if not hasattr(inp, "to_tensor"):
+            return 1
         present = inp.to_tensor()
         coalitions = [present]
         if isinstance(inp, TextTemplateInput) and not callable(inp.baselines):
@@ -396,13 +407,15 @@ class LLMShapley(LLMAttribution):
             self._format_model_input(inp.to_model_input(c))["input_ids"].shape[-1]
             for c in coalitions
         )
-        if prompt + answer > limit:
+        limit = context_length(self.model)
+        if limit is not None and prompt + answer > limit:
             with_answer = f" and the answer's {answer}" if answer else ""
             raise ValueError(
                 f"inp: the prompt has {prompt} tokens{with_answer}, more than the model's "
                 f"context of {limit} positions (its config's max_position_embeddings); "
                 "shorten the prompt or the answer, or use a model with a longer context."
             )
+        return prompt
 
     def _prompt_ids(self, perturbed_tensor: Tensor | None, inp: Any) -> tuple[Tensor, Tensor]:
         """Right-padded ``(P, L)`` token ids of the perturbed prompts and their lengths."""
