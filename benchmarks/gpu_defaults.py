@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from _table import append_row
+from _timing import timed
 
 import captum_graphshap as cg
 from captum_graphshap.graphs import GridGraph
@@ -45,16 +45,6 @@ class Counting(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.rows += x.shape[0]
         return self.model(x)
-
-
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
 
 
 def bare_rows_per_second(model: torch.nn.Module, side: int, device: torch.device) -> float:
