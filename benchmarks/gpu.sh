@@ -41,9 +41,12 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 # ------------------------------------------------------------------ packages
 missing=$($PY - <<'PY'
 import importlib.util
-need = ["captum", "numpy", "networkx", "tqdm", "matplotlib", "torchvision",
-        "transformers", "pytest", "scipy"]
-print(" ".join(name for name in need if importlib.util.find_spec(name) is None))
+# module -> pip name (Captum's KernelShap fits with scikit-learn)
+need = {"captum": "captum", "numpy": "numpy", "networkx": "networkx", "tqdm": "tqdm",
+        "matplotlib": "matplotlib", "torchvision": "torchvision",
+        "transformers": "transformers", "pytest": "pytest", "scipy": "scipy",
+        "sklearn": "scikit-learn"}
+print(" ".join(pip for module, pip in need.items() if importlib.util.find_spec(module) is None))
 PY
 ) || { echo "gpu.sh: '$PY' does not run (set PYTHON=...)" >&2; exit 2; }
 if [ -n "$missing" ]; then
