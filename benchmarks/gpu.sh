@@ -39,13 +39,12 @@ PY=${PYTHON:-python}
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 
 # ------------------------------------------------------------------ packages
+# module -> pip name; scikit-learn is optional (only Captum's KernelShap column needs it)
 missing=$($PY - <<'PY'
 import importlib.util
-# module -> pip name (Captum's KernelShap fits with scikit-learn)
 need = {"captum": "captum", "numpy": "numpy", "networkx": "networkx", "tqdm": "tqdm",
         "matplotlib": "matplotlib", "torchvision": "torchvision",
-        "transformers": "transformers", "pytest": "pytest", "scipy": "scipy",
-        "sklearn": "scikit-learn"}
+        "transformers": "transformers", "pytest": "pytest"}
 print(" ".join(pip for module, pip in need.items() if importlib.util.find_spec(module) is None))
 PY
 ) || { echo "gpu.sh: '$PY' does not run (set PYTHON=...)" >&2; exit 2; }
@@ -63,6 +62,10 @@ if [ -n "$missing" ]; then
              "$root; put the wheels there (pip download ... -d .whl) and rerun" >&2
         exit 2
     fi
+fi
+if ! $PY -c "import sklearn" 2>/dev/null && [ -d "$root/.whl" ]; then
+    $PY -m pip install -q --no-index --find-links "$root/.whl" scikit-learn 2>/dev/null \
+        || echo "== no scikit-learn: the table's Captum KernelShap column stays empty"
 fi
 $PY - > "$out" <<'PY' || { echo "gpu.sh: no CUDA device visible to torch" >&2; exit 2; }
 import datetime, torch

@@ -177,6 +177,11 @@ def captum_seconds(
     )
     kernel = KernelShap(model)
     images = min(images, count)
+    try:
+        import sklearn  # noqa: F401  (Captum's KernelShap fits with it)
+    except ImportError:
+        print("no scikit-learn: Captum's KernelShap is not timed")
+        return out
     seconds = timed(
         lambda: [
             kernel.attribute(
