@@ -176,7 +176,8 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
             raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
     num_features = max((largest for _, largest, _ in summary), default=-1) + 1
     per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
-    spans = tuple(span for _, _, span in summary)
+    # per-example masks (all expanded to the batch) number no shared range
+    spans = tuple(None if per_example else span for _, _, span in summary)
     if per_example:
         masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]
     return FeatureMasks(tuple(masks), num_features, per_example, spans)
