@@ -134,9 +134,7 @@ def _sync_sites(run) -> list[str]:
             run()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return [
-        f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)
-    ]
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
 
 
 def _syncs(run) -> int:
