@@ -50,6 +50,7 @@ for _index, _arg in enumerate(sys.argv):
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, _threads)
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
@@ -281,6 +282,37 @@ def memory(d: int, examples: int) -> None:
         )
 
 
+def fit_at_49(repeats: int, d: int = 49, budget: int = 1024, examples: int = 16) -> None:
+    """The default's fit against the kernel estimator's, per example, at d = 49 (issue 31).
+
+    The values are a random tanh MLP's at ``z * x_n`` for the plan's rows
+    (evaluated once, outside the timing); each contender is
+    ``plan.estimator(values)`` on the same rounds. Target: the default's fit
+    costs at most 10x the kernel estimator's per example.
+    """
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(d, 64), nn.Tanh(), nn.Linear(64, 1)).double()
+    x = torch.randn(examples, d, dtype=torch.float64)
+    contenders: dict[str, Callable[[], object]] = {}
+    for estimator in ("auto", "kernel"):
+        plan = plan_for(estimator, d, budget, torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            rows = plan.coalitions.dense().double()
+            values = torch.stack([model(x[n] * rows)[:, 0] for n in range(examples)])
+        contenders[estimator] = functools.partial(plan.estimator, values)
+        contenders[estimator]()  # warm-up
+    times = rotating_rounds(contenders, repeats, CPU)
+    print(
+        f"\nfit only, d = {d}, {budget} evaluations, batch {examples} "
+        f"(median of {repeats} rounds, ms per example):"
+    )
+    for name, seconds in times.items():
+        label = "default (auto)" if name == "auto" else name
+        print(f"  {label:16s} {statistics.median(seconds) / examples * 1e3:8.2f}")
+    ratio = median_ratio(times, "auto", "kernel")
+    print(f"  default / kernel: {ratio:.1f}x (target <= 10x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -290,6 +322,9 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also the d = 1,024 memory table")
     parser.add_argument("--memory-only", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--fit49-only", action="store_true", help="only the d = 49 fit table (batch 16)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.child is not None:
@@ -299,6 +334,9 @@ def main() -> None:
     print(
         f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
+    fit_at_49(args.repeats)
+    if args.fit49_only:
+        return
     if not args.memory_only:
         d = 16
         batches = [int(b) for b in args.batches.split(",")]

@@ -21,6 +21,21 @@ BaselineType = None | Tensor | int | float | tuple[Tensor | int | float, ...]
 TargetType = None | int | tuple[int, ...] | Tensor | list[int] | list[tuple[int, ...]]
 
 
+def host_to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """``tensor`` on ``device``; a host tensor goes to a GPU without blocking the host.
+
+    A copy from pageable host memory synchronises with the GPU; from pinned
+    memory with ``non_blocking`` it is queued on the stream (the caching host
+    allocator keeps the pinned block until the copy has run). Plans and
+    targets built on the host reach the GPU this way, once per call.
+    """
+    if tensor.device == device:
+        return tensor
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def format_inputs(inputs: Any) -> tuple[tuple[Tensor, ...], bool]:
     """Return ``inputs`` as a tuple of tensors and whether it was a tuple.
 
@@ -107,7 +122,19 @@ def format_baselines(
         if isinstance(baseline, numbers.Real):
             if not math.isfinite(float(baseline)):
                 raise ValueError(f"{label} is {baseline}; use a finite baseline value.")
-            baseline = torch.tensor(baseline, device=tensor.device)
+            _check_number_baseline(baseline, tensor, label)
+            # filled on the device: no host-to-device copy (a copy would synchronise)
+            value = (
+                baseline
+                if isinstance(baseline, bool)
+                else int(baseline)
+                if isinstance(baseline, numbers.Integral)
+                else float(baseline)
+            )
+            baseline = torch.full((), value, device=tensor.device)
+            from_number = True
+        else:
+            from_number = False
         if baseline.device != tensor.device:
             raise ValueError(
                 f"{label} is on {baseline.device} but inputs are on {tensor.device}; "
@@ -123,6 +150,9 @@ def format_baselines(
                 f"(1, {', '.join(map(str, tensor.shape[1:]))}) or "
                 f"({batch}, {', '.join(map(str, tensor.shape[1:]))})."
             )
+        if from_number:  # checked in Python, without reading the device
+            formatted.append(baseline.to(tensor.dtype))
+            continue
         if baseline.is_floating_point() and not bool(torch.isfinite(baseline).all()):
             raise ValueError(f"{label} contains NaN or infinite values; use finite values.")
         if tensor.dtype == torch.bool and not bool(((baseline == 0) | (baseline == 1)).all()):
@@ -136,6 +166,24 @@ def format_baselines(
                 )
         formatted.append(baseline.to(tensor.dtype))
     return tuple(formatted)
+
+
+def _check_number_baseline(baseline: numbers.Real, tensor: Tensor, label: str) -> None:
+    """The checks of a tensor baseline, for a number: bool inputs take 0/1, integer inputs
+    integers."""
+    if tensor.is_floating_point() and abs(float(baseline)) > torch.finfo(tensor.dtype).max:
+        raise ValueError(
+            f"{label} is {baseline}, beyond the largest {tensor.dtype} value of the inputs: "
+            "it would be infinite; use a finite baseline value."
+        )
+    if tensor.dtype == torch.bool and float(baseline) not in (0.0, 1.0):
+        raise ValueError(f"{label} must be True/False (or 0/1) for bool inputs.")
+    if not tensor.is_floating_point() and not float(baseline).is_integer():
+        raise ValueError(
+            f"{label} has non-integer values but inputs are integer (token ids, "
+            f"dtype {tensor.dtype}); use an integer baseline such as the pad or "
+            "mask token id."
+        )
 
 
 def format_references(references: Any, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
@@ -233,7 +281,7 @@ def format_target(target: TargetType, batch: int, device: torch.device) -> Tenso
         raise TypeError(
             f"target must be None, an int, a tuple, a tensor or a list, got {_describe(target)}."
         )
-    return torch.tensor(rows, dtype=torch.long, device=device)
+    return host_to_device(torch.tensor(rows, dtype=torch.long), device)
 
 
 def output_flat_index(target: Tensor, output_shape: Sequence[int]) -> Tensor:

@@ -37,6 +37,7 @@ from ..engine.coalition_game import (
     MultipleOutputs,
     prepare_game,
 )
+from ..engine.features import FeatureMasks
 from ..engine.plan import Plan
 from ._options import check_flag, unknown_options_error
 from .docs import HidesCaptumInternals, publish_signature
@@ -598,5 +599,10 @@ def default_graph_mask(inputs: Any, feature_mask: Any) -> Any:
     from ..graphs import default_feature_mask
 
     if feature_mask is None and isinstance(inputs, Tensor) and inputs.dim() in (2, 3, 4):
-        return default_feature_mask(tuple(inputs.shape)).to(inputs.device)
+        # built on the inputs' device, numbered in order by construction: no check
+        # reads it back and nothing is copied from the host
+        shape = default_feature_mask(tuple(inputs.shape)).shape
+        count = math.prod(shape)
+        mask = torch.arange(count, device=inputs.device).reshape(shape)
+        return FeatureMasks((mask,), count, False, ((0, count),))
     return feature_mask

@@ -243,8 +243,10 @@ def _inferred_graph(game: CoalitionGame) -> FeatureGraph:
             "SuperpixelGraph.from_segments of each label map)."
         )
     shape = tuple(first.shape)
-    default = default_feature_mask(shape).to(mask.device)
-    if mask.shape == default.shape and bool((mask == default).all()):
+    # the default mask numbers its elements 0, 1, ... in order: equal to it exactly
+    # when of its shape and numbered so (known from the mask's checks, no sync)
+    default_shape = default_feature_mask(shape).shape
+    if mask.shape == default_shape and game.features.id_ranges[0] == (0, mask.numel()):
         # The plain position/pixel mask: keep the LineGraph/GridGraph type, which
         # methods use (regression C-Shapley fits squares on grids).
         return infer_graph(shape)

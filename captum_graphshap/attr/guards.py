@@ -14,13 +14,13 @@ import contextlib
 import functools
 import inspect
 import types
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from .result import Outcome
 
@@ -245,13 +245,12 @@ def model_state_kept(forward_func: Any) -> Iterator[None]:
         if not affected:
             continue
         in_train.append(module)
-        warnings.warn(
+        warn_caller(  # at the caller's line, whatever the path (Captum's LLM wrappers)
             f"the model ({type(module).__name__}) is in train mode, where its "
             f"{', '.join(affected)} layers make outputs depend on the batch and on chance, so "
             "attributions are noisy. Call model.eval() before explaining. Its buffers are "
             "restored after the call.",
             UserWarning,
-            stacklevel=4,
         )
     saved = [
         (module, {name: buffer.clone() for name, buffer in module.named_buffers()})

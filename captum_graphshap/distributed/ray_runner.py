@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +39,8 @@ from .shards import (
 #: Where an actor leaves the message of an explainer that differs from the stored one
 #: (Ray wraps an actor's exception in its own; the driver raises this message instead).
 _CONFLICT = "_explainer_conflict.json"
+#: a folder of attempt counts per shard, cleared at the start of every run
+_ATTEMPTS = "_attempts"
 
 #: ``attribute`` arguments that explain_dataset sets itself.
 _RESERVED = ("inputs", "generator")
@@ -104,6 +106,8 @@ class _ShardJob:
     threads: int
     #: the run's fingerprint, written into every shard
     run: str
+    #: restarts of a failed actor and retries of its shard (counted by the actors)
+    max_retries: int = 3
 
 
 class _ShardWorker:
@@ -129,6 +133,7 @@ class _ShardWorker:
         job = self.job
         examples = []
         for shard in batch["shard"].tolist():
+            _count_attempt(job.directory, shard, job.max_retries)
             start, stop = job.settings.bounds(shard)
             fields = explain_range(
                 self.explainer,
@@ -142,6 +147,27 @@ class _ShardWorker:
             write_shard(job.directory, shard, job.ids[start:stop], fields, self.fingerprint)
             examples.append(stop - start)
         return {"shard": batch["shard"], "examples": np.asarray(examples)}
+
+
+def _count_attempt(directory: Path, shard: int, max_retries: int) -> None:
+    """Count one attempt at ``shard``; past ``max_retries`` retries, fail the run.
+
+    Ray Data restarts a dead actor and retries its shard without bound by
+    default (its per-call ``max_restarts`` options are deprecated): the
+    attempts are counted here, on disk, so a shard that kills its actor every
+    time ends the run with this error (not retried: it is the UDF's own)
+    instead of looping.
+    """
+    folder = directory / _ATTEMPTS
+    folder.mkdir(exist_ok=True)
+    path = folder / f"shard-{shard:06d}"
+    attempts = (int(path.read_text()) if path.exists() else 0) + 1
+    path.write_text(str(attempts))
+    if attempts > max_retries + 1:
+        raise RuntimeError(
+            f"shard {shard} failed {attempts - 1} times (its actor died or raised); "
+            f"max_retries={max_retries}. Check its examples alone, or raise max_retries."
+        )
 
 
 def explain_dataset(
@@ -282,9 +308,9 @@ def explain_dataset(
     started = time.perf_counter()
     job = _ShardJob(
         explainer_factory, dataset, ids, directory, settings, kwargs, gpu, cpus_per_actor,
-        manifest["fingerprint"],
+        manifest["fingerprint"], max_retries,
     )  # fmt: skip
-    summary = _explain_pending(ray, pending, show_progress, job, num_actors, max_retries)
+    summary = _explain_pending(ray, pending, show_progress, job, num_actors)
     seconds = time.perf_counter() - started
     written = tuple(sorted(int(row["shard"]) for row in summary))
     return DatasetRun(
@@ -305,17 +331,19 @@ def _explain_pending(
     show_progress: bool,
     job: _ShardJob,
     num_actors: int,
-    max_retries: int,
 ) -> list[dict[str, Any]]:
     """The Ray Data job over the pending shards, on a pool of ``num_actors`` actors."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = show_progress
+    shutil.rmtree(job.directory / _ATTEMPTS, ignore_errors=True)
     shards = ray.data.from_items([{"shard": s} for s in pending], override_num_blocks=len(pending))
     quiet = contextlib.nullcontext() if show_progress else _quiet_logger("ray.data")
     with quiet, _explainer_conflicts_raised(job.directory):
-        return _run(shards, job, num_actors, max_retries, ray)
+        summary = _run(shards, job, num_actors, ray)
+    shutil.rmtree(job.directory / _ATTEMPTS, ignore_errors=True)
+    return summary
 
 
 def _checked_arguments(
@@ -431,9 +459,7 @@ def _quiet_logger(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _run(
-    shards: Any, job: _ShardJob, num_actors: int, max_retries: int, ray: Any
-) -> list[dict[str, Any]]:
+def _run(shards: Any, job: _ShardJob, num_actors: int, ray: Any) -> list[dict[str, Any]]:
     """The Ray Data job: one shard per batch, an actor pool, results written by the actors."""
     resources_per_actor = {"num_gpus": 1} if job.use_gpu else {"num_cpus": job.threads}
     return shards.map_batches(
@@ -442,9 +468,7 @@ def _run(
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=num_actors, max_tasks_in_flight_per_actor=1),
         fn_constructor_args=(job,),
-        # actor fault tolerance: a dead actor is restarted and its shard retried
-        ray_remote_args_fn=functools.partial(
-            dict, max_restarts=max_retries, max_task_retries=max_retries
-        ),
+        # actor fault tolerance, Ray Data's default: a dead actor is restarted and
+        # its shard retried; the shard's attempts are bounded by _count_attempt
         **resources_per_actor,
     ).take_all()

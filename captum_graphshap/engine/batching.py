@@ -231,6 +231,11 @@ class Pacer:
         self.settled = True
         self.clock.pending.clear()
 
+    def limit(self, units: int) -> None:
+        """At most ``units`` units per call (an earlier run of the game ran out of memory)."""
+        self.step = min(self.step, units)
+        self.cap = min(self.cap, units)
+
     def one_per_call(self) -> None:
         """The model takes one unit per call: stop sizing."""
         self.step = self.cap = 1

@@ -44,6 +44,7 @@ class ChunkedGame(Protocol):
     evaluations: Tensor
     nonfinite_outputs: list[bool]
     one_unit_per_call: bool
+    units_after_oom: int | None
     probe: Probe
 
     @property
@@ -118,6 +119,8 @@ class ChunkRun:
             show_progress=show_progress,
             desc=desc,
         )
+        if game.units_after_oom is not None:
+            pacer.limit(game.units_after_oom)
         start = 0
         with torch.no_grad(), pacer:
             while start < self.units:
@@ -190,6 +193,10 @@ class ChunkRun:
             return False
         if _out_of_memory(error):
             pacer.out_of_memory(units)
+            # the game's later runs (each output of a multi-output model, the next
+            # plan of a method) start at the size that fitted, so the chunk the
+            # restart replays is the one already evaluated
+            self.game.units_after_oom = pacer.step
             self.rows.release()
             self.halved = True
             return True

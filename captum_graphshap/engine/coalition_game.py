@@ -40,6 +40,7 @@ from .._compat import (
     format_additional_forward_args,
     format_inputs,
     format_target,
+    host_to_device,
     output_flat_index,
 )
 from .batching import bytes_per_row, start_units
@@ -119,12 +120,17 @@ class CoalitionGame:
     #: one list shared by the restricted and aggregated copies of the game, so
     #: the adapter can tell a model's NaN from an estimator's
     nonfinite_outputs: list[bool] = dataclasses.field(default_factory=lambda: [False])
+    #: ``target`` on the host when it was given there (ints, tuples, lists, a CPU
+    #: tensor): its range checks read this copy, not the device
+    target_host: Tensor | None = None
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
         #: the rows and output of the call that found several outputs per
         #: example, replayed once when the adapter restarts (not evaluated twice)
         self.probe = Probe()
+        #: units per call that fitted after running out of memory (None: no OOM yet)
+        self.units_after_oom: int | None = None
         #: one coalition per call: from the start for Captum's LLM forward (one
         #: prompt per call), or once the model failed on a batch of several
         #: coalitions with the automatic batching (the rest of the call)
@@ -284,6 +290,7 @@ class CoalitionGame:
             features=features,
             additional_args=tuple(pick(arg) for arg in self.additional_args),
             target=None if self.target is None else self.target[examples],
+            target_host=None,
             evaluations=torch.zeros(0),
         )
 
@@ -328,6 +335,7 @@ class CoalitionGame:
             features=features,
             additional_args=(),
             target=None if self.target is None else self.target[:1],
+            target_host=None if self.target_host is None else self.target_host[:1],
             perturbations_per_eval=1,
             evaluations=torch.zeros(0),
         )
@@ -389,7 +397,7 @@ class CoalitionGame:
                     f"coalitions must have shape (M, {self.num_features}), "
                     f"got {tuple(coalitions.shape)}."
                 )
-            coalitions = DenseCoalitions(coalitions.to(device=self.device))
+            coalitions = DenseCoalitions(host_to_device(coalitions, self.device))
         if coalitions.num_features != self.num_features:
             raise ValueError(
                 f"coalitions are over {coalitions.num_features} features, but the game has "
@@ -444,7 +452,11 @@ class CoalitionGame:
     def values_of(self, output: Tensor, units: int, rows_example: Tensor | None) -> Tensor:
         """The game's value of each row of a chunk's model output."""
         if self._flat_target is None and self.target is not None:
-            self._flat_target = output_flat_index(self.target, output.shape[1:])
+            if self.target_host is not None:  # checked on the host, moved without a sync
+                flat = output_flat_index(self.target_host, output.shape[1:])
+                self._flat_target = host_to_device(flat, self.device)
+            else:
+                self._flat_target = output_flat_index(self.target, output.shape[1:])
         return self._select(output, self._flat_target, units, rows_example)
 
     def _select(
@@ -484,17 +496,28 @@ def prepare_game(
     tensors, is_tuple = format_inputs(inputs)
     check_options(value, on_nan, reuse_buffers, perturbations_per_eval)
     backgrounds = format_backgrounds(baselines, references, tensors)
+    features = format_features(feature_mask, tensors)
+    batch, device = tensors[0].shape[0], tensors[0].device
+    target_host = None
+    if not (isinstance(target, Tensor) and target.device.type != "cpu"):
+        target_host = format_target(target, batch, torch.device("cpu"))
+    target_on_device = (
+        format_target(target, batch, device)
+        if target_host is None
+        else host_to_device(target_host, device)
+    )
     game = CoalitionGame(  # the arguments checked in this order
         forward_func=forward_func,
         inputs=tensors,
         backgrounds=backgrounds,
-        features=format_features(feature_mask, tensors),
-        target=format_target(target, tensors[0].shape[0], tensors[0].device),
+        features=features,
+        target=target_on_device,
         additional_args=format_additional_forward_args(additional_forward_args),
         value=value,  # type: ignore[arg-type]
         perturbations_per_eval=perturbations_per_eval,
         reuse_buffers=reuse_buffers,
         on_nan=on_nan,
-        blend=tuple(can_blend(tensor, back) for tensor, back in zip(tensors, backgrounds)),
+        blend=can_blend(tensors, backgrounds),
+        target_host=target_host,
     )
     return game, is_tuple

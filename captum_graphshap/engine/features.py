@@ -74,7 +74,7 @@ class FeatureMasks:
         lookup = torch.full((self.num_features,), -1, dtype=torch.long, device=ids.device)
         lookup[ids] = torch.arange(ids.numel(), device=ids.device)
         masks = [lookup[m] for m in self.masks]
-        return FeatureMasks(tuple(masks), int(ids.numel()), self.per_example, _id_ranges(masks))
+        return FeatureMasks(tuple(masks), int(ids.numel()), self.per_example, id_ranges(masks))
 
     def select(self, examples: Tensor) -> FeatureMasks:
         """The masks of some examples (per-example masks are indexed, shared ones kept)."""
@@ -84,7 +84,7 @@ class FeatureMasks:
         per_example = examples.numel() > 1
         if not per_example:
             masks = [m[:1] for m in masks]
-        return FeatureMasks(tuple(masks), self.num_features, per_example, _id_ranges(masks))
+        return FeatureMasks(tuple(masks), self.num_features, per_example, id_ranges(masks))
 
     def scatter(
         self, per_feature: Tensor, inputs: tuple[Tensor, ...], dtype: torch.dtype
@@ -113,8 +113,10 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
     input's or be 1.
     """
     batch = inputs[0].shape[0]
+    if isinstance(feature_mask, FeatureMasks):  # built by the library, already valid
+        return feature_mask
     if feature_mask is None:
-        masks = []
+        masks, ranges = [], []
         offset = 0
         for tensor in inputs:
             count = tensor[0].numel()
@@ -123,8 +125,9 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
                     1, *tensor.shape[1:]
                 )
             )
+            ranges.append((offset, offset + count))  # in order by construction
             offset += count
-        return FeatureMasks(tuple(masks), offset, False, _id_ranges(masks))
+        return FeatureMasks(tuple(masks), offset, False, tuple(ranges))
 
     given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
     if len(given) != len(inputs):
@@ -163,25 +166,52 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
                 f"of shape {tuple(tensor.shape)}; use batch size 1 or {batch} and, in "
                 "every other dimension, the input's size or 1."
             )
-        if mask.numel() and bool((mask < 0).any()):
-            raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
         masks.append(mask.long())
-    num_features = max((int(m.max()) for m in masks if m.numel()), default=-1) + 1
+    # every mask's smallest and largest id and whether it numbers its elements in
+    # order, read back at once: one host synchronisation for all the checks
+    summary = _mask_summary(masks)
+    for position, (smallest, _, _) in enumerate(summary):
+        if smallest < 0:
+            label = f"feature_mask[{position}]" if len(inputs) > 1 else "feature_mask"
+            raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
+    num_features = max((largest for _, largest, _ in summary), default=-1) + 1
     per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
+    # per-example masks (all expanded to the batch) number no shared range
+    spans = tuple(None if per_example else span for _, _, span in summary)
     if per_example:
         masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]
-    return FeatureMasks(tuple(masks), num_features, per_example, _id_ranges(masks))
+    return FeatureMasks(tuple(masks), num_features, per_example, spans)
 
 
-def _id_ranges(masks: list[Tensor]) -> tuple[tuple[int, int] | None, ...]:
-    ranges: list[tuple[int, int] | None] = []
+def _mask_summary(
+    masks: list[Tensor],
+) -> list[tuple[int, int, tuple[int, int] | None]]:
+    """Per mask: its smallest and largest id (0 and -1 when empty) and, when it is shared
+    and numbers its elements ``start, start + 1, ...`` in order, ``(start, stop)``.
+
+    Every mask's numbers are read back together: one host synchronisation.
+    """
+    rows = []
     for mask in masks:
         flat = mask.reshape(-1)
-        start = int(flat[0]) if flat.numel() else 0
-        expected = torch.arange(start, start + flat.numel(), device=flat.device)
-        in_order = mask.shape[0] == 1 and torch.equal(flat, expected)
-        ranges.append((start, start + flat.numel()) if in_order else None)
-    return tuple(ranges)
+        if not flat.numel():
+            rows.append(torch.zeros(4, dtype=torch.long, device=flat.device))
+            rows[-1][1] = -1
+            continue
+        in_order = (flat[1:] - flat[:-1] == 1).all()
+        rows.append(torch.stack([flat.amin(), flat.amax(), flat[0], in_order.long()]))
+    if not rows:
+        return []
+    values = torch.stack(rows).tolist()
+    return [
+        (smallest, largest, (first, first + m.numel()) if ordered and m.shape[0] == 1 else None)
+        for m, (smallest, largest, first, ordered) in zip(masks, values)
+    ]
+
+
+def id_ranges(masks: list[Tensor]) -> tuple[tuple[int, int] | None, ...]:
+    """Per mask, ``(start, stop)`` when it is shared and numbers its elements in order."""
+    return tuple(span for _, _, span in _mask_summary(masks))
 
 
 def feature_sums(

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._compat import host_to_device
+
 #: Coalitions expanded at once when a key is computed from dense rows.
 KEY_CHUNK_ELEMENTS = 2**24
 
@@ -96,7 +98,9 @@ class DenseCoalitions(CoalitionSet):
         return self.matrix.to(index.device)[index]
 
     def to(self, device: torch.device) -> DenseCoalitions:
-        return self if self.device == device else DenseCoalitions(self.matrix.to(device))
+        return (
+            self if self.device == device else DenseCoalitions(host_to_device(self.matrix, device))
+        )
 
     def dense(self) -> Tensor:
         return self.matrix
@@ -162,10 +166,10 @@ class MemberCoalitions(CoalitionSet):
             return self
         width = self.width
         moved = MemberCoalitions(
-            self.members.to(device),
-            self.offsets.to(device),
+            host_to_device(self.members, device),
+            host_to_device(self.offsets, device),
             self.num_features,
-            None if self.complement is None else self.complement.to(device),
+            None if self.complement is None else host_to_device(self.complement, device),
         )
         moved.__dict__["width"] = width
         return moved

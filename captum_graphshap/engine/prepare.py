@@ -73,10 +73,24 @@ def format_features(feature_mask: Any, tensors: tuple[Tensor, ...]) -> FeatureMa
     return features
 
 
-def can_blend(tensor: Tensor, background: Tensor) -> bool:
-    """Whether ``lerp`` reproduces ``where`` exactly: floating values whose
-    differences cannot overflow (``max|x| + max|b|`` below the dtype's max)."""
-    if not tensor.is_floating_point() or tensor.numel() == 0:
-        return False
-    largest = float(tensor.detach().abs().max()) + float(background.detach().abs().max())
-    return largest < torch.finfo(tensor.dtype).max
+def can_blend(tensors: tuple[Tensor, ...], backgrounds: tuple[Tensor, ...]) -> tuple[bool, ...]:
+    """Per input, whether ``lerp`` reproduces ``where`` exactly: floating values whose
+    differences cannot overflow (``max|x| + max|b|`` below the dtype's max).
+
+    Every input's answer is read back at once: one host synchronisation.
+    """
+    floating = [i for i, t in enumerate(tensors) if t.is_floating_point() and t.numel()]
+    flags = [False] * len(tensors)
+    if not floating:
+        return tuple(flags)
+    below = torch.stack(
+        [
+            tensors[i].detach().abs().amax().double()
+            + backgrounds[i].detach().abs().amax().double()
+            < torch.finfo(tensors[i].dtype).max
+            for i in floating
+        ]
+    ).tolist()
+    for i, fits in zip(floating, below):
+        flags[i] = bool(fits)
+    return tuple(flags)

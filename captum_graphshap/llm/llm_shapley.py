@@ -29,8 +29,10 @@ from captum.attr import (
 )
 from torch import Tensor
 
+from ..attr.base import GameAttribution
 from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
+from .model_api import cache_keyword, context_length, is_causal_cache, logits_kept, returned_cache
 from .prompt_graph import prompt_graph
 
 _EMPTY_PROMPT = (
@@ -40,6 +42,12 @@ _EMPTY_PROMPT = (
     "'Q: {} {}'), non-empty baselines (TextTemplateInput(..., baselines=[...])), or a "
     "tokenizer that adds a start token."
 )
+
+
+#: Rows per model call without ``perturbations_per_eval``: about this many prompt
+#: tokens (256 prompts of 256 tokens; a 1B decoder's key/value cache of them takes
+#: 1.5 GiB in bf16). Out of memory still halves the call.
+TOKENS_PER_CALL = 2**16
 
 
 class LLMBivariateResult(LLMAttributionResult):
@@ -137,6 +145,11 @@ class LLMShapley(LLMAttribution):
         """Captum's ``LLMAttribution.attribute``; ``kwargs`` go to the wrapped method."""
         method = self.attr_method
         self._check_prompts_not_empty(inp)
+        prompt_tokens = self._check_context(inp)
+        if isinstance(method, GameAttribution) and kwargs.get("perturbations_per_eval") is None:
+            # rows of a prompt cost its tokens: size calls by tokens, not by the
+            # (tiny) coalition tensor the engine sizes its calls by otherwise
+            kwargs["perturbations_per_eval"] = max(1, TOKENS_PER_CALL // max(1, prompt_tokens))
         if kwargs.get("graph") is None and (
             isinstance(method, GraphAttribution)
             or (isinstance(method, BivariateShapley) and kwargs.get("k") is not None)
@@ -207,6 +220,7 @@ class LLMShapley(LLMAttribution):
             raise ValueError("target has no tokens: give a non-empty string or token ids.")
         if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
             raise TypeError(f"target token ids must be integers, got dtype {tokens.dtype}.")
+        self._check_context(inp, answer=int(tokens.numel()))
         # The method expands tensor arguments whose first size is the batch's (1) once
         # per coalition, as Captum does: a one-token target arrives repeated.
         self._target_length = int(tokens.numel())
@@ -266,57 +280,105 @@ class LLMShapley(LLMAttribution):
     def _score_in_one_pass(self, prompts: Tensor, target: Tensor) -> Tensor:
         """``(P, T)`` log-probabilities of the answer, prompt and answer in one forward.
 
-        Captum's ``forward_in_tokens=False`` for P prompts of one length.
+        Captum's ``forward_in_tokens=False`` for P prompts of one length; logits
+        only at the T positions that predict the answer where the model allows.
         """
-        count, size, steps = prompts.shape[0], prompts.shape[1], target.numel()
+        count, steps = prompts.shape[0], target.numel()
         full = torch.cat([prompts, target.expand(count, -1)], dim=1)
-        attention = torch.ones_like(full)
         with torch.no_grad():
-            logits = self._logits(self.model.forward(input_ids=full, attention_mask=attention))
-        # logits at position j predict token j + 1
-        log_probs = torch.log_softmax(logits[:, size - 1 : size - 1 + steps], dim=-1)
-        return log_probs.gather(2, target.expand(count, -1)[..., None])[..., 0]
+            outputs = self.model.forward(
+                input_ids=full,
+                attention_mask=torch.ones_like(full),
+                **logits_kept(self.model, steps + 1),
+            )
+        # the last T + 1 positions (or all): the T before the last predict the answer
+        logits = self._logits(outputs)[:, -(steps + 1) : -1]
+        return _answer_log_probs(logits, target)
 
     def _score_token_by_token(
         self, prompts: Tensor, target: Tensor, use_cached_outputs: bool
     ) -> Tensor:
-        """``(P, T)`` log-probabilities of the answer, one forward per answer token.
+        """``(P, T)`` log-probabilities of the answer, token t from the prompt and ``target[:t]``.
 
         Captum's ``forward_in_tokens=True`` (the default) for P prompts of one
-        length at once: token t is scored from the prompt followed by the answer's
-        first t tokens, as generation produces it. With ``use_cached_outputs``
-        each step feeds only the new token with the previous step's
-        ``past_key_values`` (a model whose outputs have none recomputes the
-        sequence): the values of the full sequence, faster.
+        length at once. With ``use_cached_outputs`` the prompt goes through the
+        model once and its key/value cache serves every answer token: a
+        transformers decoder (its cache a ``transformers.Cache``, appended
+        tokens masked causally) takes the answer's first T - 1 tokens in one
+        more forward after it, so a long prompt with a short answer costs about
+        one pass; another model's cache is fed one new token per step.
+        Without it, each step recomputes the whole sequence, as Captum does.
         """
-        count = prompts.shape[0]
-        ids = prompts
-        columns = []
-        outputs: Any = None
+        count, steps = prompts.shape[0], target.numel()
+        if not use_cached_outputs:
+            return self._score_uncached(prompts, target)
+        keyword = cache_keyword(self.model)
         with torch.no_grad():
-            for step, token in enumerate(target):
-                past = getattr(outputs, "past_key_values", None) if use_cached_outputs else None
-                if past is not None:
-                    # Captum 0.9.0 steps with the model's generation helpers
-                    # instead; under transformers 5 those no longer advance
-                    # cache_position, and it re-feeds the whole sequence.
-                    outputs = self.model.forward(
-                        input_ids=ids[:, -1:],
-                        attention_mask=torch.ones_like(ids),
-                        past_key_values=past,
-                        use_cache=True,
-                    )
-                else:
-                    outputs = self.model.forward(
-                        input_ids=ids,
-                        attention_mask=torch.ones_like(ids),
-                        use_cache=use_cached_outputs,
-                    )
-                log_probs = torch.log_softmax(self._logits(outputs)[:, -1], dim=-1)
-                columns.append(log_probs[:, token])
-                if step + 1 < target.numel():
-                    ids = torch.cat([ids, token.expand(count, 1)], dim=1)
-        return torch.stack(columns, dim=1)
+            outputs = self.model.forward(
+                input_ids=prompts,
+                attention_mask=torch.ones_like(prompts),
+                use_cache=True,
+                **logits_kept(self.model, 1),
+            )
+            cache = returned_cache(outputs)
+            if cache is None:  # a model without a cache: recompute each step
+                return self._score_uncached(prompts, target)
+            first = _answer_log_probs(self._logits(outputs)[:, -1:], target[:1])
+            if steps == 1:
+                return first
+            answer = target[:-1].expand(count, -1)
+            if is_causal_cache(cache):
+                outputs = self.model.forward(
+                    input_ids=answer,
+                    attention_mask=torch.ones(
+                        count,
+                        prompts.shape[1] + steps - 1,
+                        dtype=prompts.dtype,
+                        device=prompts.device,
+                    ),
+                    use_cache=True,
+                    **{keyword: cache},
+                )
+                rest = _answer_log_probs(self._logits(outputs), target[1:])
+                return torch.cat([first, rest], dim=1)
+            columns = [first]
+            for step in range(1, steps):
+                # Captum 0.9.0 steps with the model's generation helpers
+                # instead; under transformers 5 those no longer advance
+                # cache_position, and it re-feeds the whole sequence.
+                outputs = self.model.forward(
+                    input_ids=answer[:, step - 1 : step],
+                    attention_mask=torch.ones(
+                        count,
+                        prompts.shape[1] + step,
+                        dtype=prompts.dtype,
+                        device=prompts.device,
+                    ),
+                    use_cache=True,
+                    **{keyword: returned_cache(outputs)},
+                )
+                columns.append(
+                    _answer_log_probs(self._logits(outputs)[:, -1:], target[step : step + 1])
+                )
+        return torch.cat(columns, dim=1)
+
+    def _score_uncached(self, prompts: Tensor, target: Tensor) -> Tensor:
+        """``(P, T)``: token t scored from a forward over the prompt and ``target[:t]``."""
+        count = prompts.shape[0]
+        columns = []
+        with torch.no_grad():
+            for step in range(target.numel()):
+                ids = torch.cat([prompts, target[:step].expand(count, -1)], dim=1)
+                outputs = self.model.forward(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    use_cache=False,
+                    **logits_kept(self.model, 1),
+                )
+                columns.append(
+                    _answer_log_probs(self._logits(outputs)[:, -1:], target[step : step + 1])
+                )
+        return torch.cat(columns, dim=1)
 
     def _check_prompts_not_empty(self, inp: Any) -> None:
         """Refuse, before any model call, a prompt that can tokenise to nothing."""
@@ -327,6 +389,33 @@ class LLMShapley(LLMAttribution):
             ids = self._format_model_input(inp.to_model_input(coalition))["input_ids"]
             if ids.numel() == 0:
                 raise ValueError(_EMPTY_PROMPT)
+
+    def _check_context(self, inp: Any, answer: int = 0) -> int:
+        """The prompt's tokens; refused, before any attribution's model call, when the
+        prompt and answer pass the model's context.
+
+        The longest perturbed prompt is the full one or, for a template, the one
+        of all baselines; ``answer`` tokens follow it (0 before the target is known).
+        """
+        if not hasattr(inp, "to_tensor"):
+            return 1
+        present = inp.to_tensor()
+        coalitions = [present]
+        if isinstance(inp, TextTemplateInput) and not callable(inp.baselines):
+            coalitions.append(torch.zeros_like(present))
+        prompt = max(
+            self._format_model_input(inp.to_model_input(c))["input_ids"].shape[-1]
+            for c in coalitions
+        )
+        limit = context_length(self.model)
+        if limit is not None and prompt + answer > limit:
+            with_answer = f" and the answer's {answer}" if answer else ""
+            raise ValueError(
+                f"inp: the prompt has {prompt} tokens{with_answer}, more than the model's "
+                f"context of {limit} positions (its config's max_position_embeddings); "
+                "shorten the prompt or the answer, or use a model with a longer context."
+            )
+        return prompt
 
     def _prompt_ids(self, perturbed_tensor: Tensor | None, inp: Any) -> tuple[Tensor, Tensor]:
         """Right-padded ``(P, L)`` token ids of the perturbed prompts and their lengths."""
@@ -345,3 +434,14 @@ class LLMShapley(LLMAttribution):
         ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad)
         lengths = torch.tensor([len(row) for row in rows])
         return ids.to(self.device), lengths.to(self.device)
+
+
+def _answer_log_probs(logits: Tensor, tokens: Tensor) -> Tensor:
+    """``(P, T)`` log-probabilities of ``tokens[t]`` under ``logits[:, t]`` (``(P, T, V)``).
+
+    The softmax runs in float32 at least: bf16 logits normalised in bf16 lose
+    about two decimal digits of every log-probability.
+    """
+    dtype = torch.promote_types(logits.dtype, torch.float32)
+    log_probs = torch.log_softmax(logits.to(dtype), dim=-1)
+    return log_probs.gather(2, tokens.expand(logits.shape[0], -1)[..., None])[..., 0]

@@ -17,6 +17,8 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
+from .._compat import host_to_device
+
 
 def shapley_weights(d: int) -> list[float]:
     """``w[s] = s! (d - s - 1)! / d!``: the weight of a coalition of size s
@@ -105,10 +107,11 @@ class SparseLinearMap:
     num_outputs: int
 
     def to(self, device: torch.device, dtype: torch.dtype) -> SparseLinearMap:
+        # built on the host; moved without blocking it (pinned, non_blocking)
         return SparseLinearMap(
-            self.rows.to(device),
-            self.cols.to(device),
-            self.coeffs.to(device=device, dtype=dtype),
+            host_to_device(self.rows, device),
+            host_to_device(self.cols, device),
+            host_to_device(self.coeffs.to(dtype), device),
             self.num_outputs,
         )
 

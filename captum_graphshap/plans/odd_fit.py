@@ -1,48 +1,31 @@
 r"""The odd surrogate's kernel-weighted least squares from Gram matrices, batched.
 
-The cubic estimator fits ``u(S) = (v(S) - v(D - S)) / 2`` by the parities
-``[s_i, s_i s_j s_k]`` under the constraint ``sum f = u(D)``, for several
-triple counts (a prefix of one ranking) and, to choose among them, on every
-fold of the pairs but one. Done fit by fit, that is ``counts x folds`` dense
-``(N, P, p)`` designs, Grams and pseudo-inverses. Here:
+What: the cubic estimator fits ``u(S) = (v(S) - v(D - S)) / 2`` by the
+parities ``[s_i, s_i s_j s_k]`` under ``sum f = u(D)``, for several triple
+counts (prefixes of one ranking), and picks the count per example by its
+held-out error over folds of the pairs. :func:`select_and_fit` does every
+count and fold of a batch of examples at once, on the inputs' device.
 
-* the Grams come **per fold** (``X_f^T W X_f``), without a design, from the
-  fold's **Walsh table** when ``2^d`` is small: a column is a parity
-  ``chi_A(s) = prod_{i in A} s_i`` and ``chi_A chi_B = chi_{A xor B}``, so
-  every Gram entry is ``F_f(A xor B)`` with ``F_f(M) = sum_{r in f} w_r
-  chi_M(s_r)``, the fast Walsh-Hadamard transform of the fold's weight
-  histogram over the ``2^d`` coalitions: ``O(d 2^d)`` per fold for every
-  example's Gram, against ``O(N P p^2)`` for the products (the tables are
-  shared by the batch; the examples differ only in which entries they
-  gather, and a training split's table is the total less the fold's).
-  Above :data:`WALSH_MAX_FEATURES`, or where the products are cheaper
-  (:func:`use_walsh`: one example, few pairs), the design is streamed over
-  chunks of pairs into the Grams;
-* the targets ``X_f^T W u`` and norms ``u^T W u`` are streamed over chunks
-  of pairs: no ``(N, P, p)`` tensor beyond a chunk. With Walsh Grams and
-  ``C(d, 3)`` below the batch's columns, the targets of *every* triple come
-  from one design shared by the batch and each example picks its own;
-* without triples the design is the same for every example: **one** Gram
-  and one factorisation serve the batch (the examples become right-hand
-  sides);
-* a fit without fold ``f`` uses ``G - G_f``; a smaller count uses the leading
-  block (the ranking is a prefix, so its columns are the first ones);
-* the held-out error needs no design either:
-  ``sum_f w (u - X c)^2 = u^T W u - 2 c^T b + c^T G_f c`` on the fold;
-* every count of a split is solved with the one Cholesky factor of the
-  diagonally scaled Gram: the forward substitution of a leading block is the
-  leading part of the full one, and a back substitution whose right-hand
-  side is 0 beyond the block returns 0 there and the block's solution
-  before, so all counts are right-hand sides of two triangular solves.
-  Systems whose scaled pivots fall below :data:`PIVOT_FLOOR`
-  (rank-deficient: few pairs, repeated columns) are solved by the
-  pseudo-inverse instead;
-* the splits are factored one fold at a time (a Python loop over the 5
-  folds, each batched over examples and counts), so the largest arrays are
-  ``(N, p, p)``, not ``(F, N, p, p)``.
+Why it is cheap: no ``(N, P, p)`` design is held beyond a chunk of pairs.
+
+* Grams come per fold, either streamed from chunks of the design or, for
+  ``d <= 20``, gathered from the fold's Walsh table: every entry of a Gram of
+  parities is ``F_f(A xor B)``, the fast Walsh-Hadamard transform of the
+  fold's weight histogram (``O(d 2^d)`` per fold, shared by the batch);
+* a fit without fold ``f`` uses ``G - G_f``; the held-out error is
+  ``u^T W u - 2 c^T b + c^T G_f c``: no design for it either;
+* one Jacobi-scaled Cholesky factor serves every count of a split (a prefix's
+  factor is the leading block of the full one), so the counts are
+  right-hand sides of two triangular solves; without triples one Gram serves
+  the whole batch;
+* nothing is read back from the device until the end of a fit: one read-back
+  says whether a system was rank-deficient (scaled pivot below
+  :data:`PIVOT_FLOOR`, or no constraint direction), and only then is the fit
+  solved again with the pseudo-inverse where needed.
 
 The results equal the fit-by-fit pseudo-inverse solution wherever the Gram
-has full rank (to rounding: ``1e-12`` relative at the benchmark's sizes).
+has full rank, to rounding. Cost and history: ``benchmarks/README.md``
+("The odd fit") and ``benchmarks/estimator_speed.py``.
 """
 
 from __future__ import annotations
@@ -50,6 +33,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._compat import host_to_device
 from .surrogates import all_triples, odd_features
 
 #: rows of the design built at once (pairs per chunk x parameters x examples)
@@ -118,8 +102,8 @@ def use_walsh(d: int, tables: int, grams: int, batch: int, pairs: int, parameter
     """Whether ``tables`` Walsh transforms and ``grams`` gathered ``(batch, p, p)`` Grams
     cost less than products streaming ``grams`` Grams from ``pairs`` pairs.
 
-    Measured on one CPU thread (d = 12-16, p = 200-580): a butterfly about
-    1 ns, a gathered entry 3 ns, a product's multiply-add 0.12 ns.
+    The unit costs (a butterfly 1, a gathered entry 3, a product's
+    multiply-add 0.12) are relative CPU timings, in ``benchmarks/README.md``.
     """
     if d > WALSH_MAX_FEATURES:
         return False
@@ -316,32 +300,40 @@ class PrefixFactor:
         self.pivots = self.factor.diagonal(dim1=-2, dim2=-1).square()
         # the smallest scaled pivot of every leading block
         self.least = self.pivots.cummin(dim=-1).values
+        # past a failing pivot the factor is not defined: an identity there keeps the
+        # padded solves finite (those blocks are solved by pinv); applied without
+        # asking whether any failed, which would wait for the device
         failed = self.info > 0
-        if bool(failed.any()):
-            # past the failing pivot the factor is not defined: an identity there
-            # keeps the padded solves finite (those blocks are solved by pinv)
-            p = gram.shape[-1]
-            index = torch.arange(p, device=gram.device)
-            beyond = failed[..., None] & (index >= (self.info - 1).clamp_min(0)[..., None])
-            outside = beyond[..., :, None] | beyond[..., None, :]
-            eye = torch.eye(p, dtype=gram.dtype, device=gram.device)
-            self.factor = torch.where(outside, eye, self.factor)
+        p = gram.shape[-1]
+        index = torch.arange(p, device=gram.device)
+        beyond = failed[..., None] & (index >= (self.info - 1).clamp_min(0)[..., None])
+        outside = beyond[..., :, None] | beyond[..., None, :]
+        eye = torch.eye(p, dtype=gram.dtype, device=gram.device)
+        self.factor = torch.where(outside, eye, self.factor)
 
-    def solve(self, target: Tensor, total: Tensor, size: int) -> Tensor:
+    def solve(
+        self, target: Tensor, total: Tensor, size: int, suspects: list[Tensor] | None = None
+    ) -> Tensor:
         """``(..., N, p)`` coefficients of the constrained fit on the first ``size`` parameters.
 
         ``min (u - X c)^T W (u - X c)`` subject to ``sum c = total``, with ``X``
         the first ``size`` columns; the coefficients beyond are 0.
         """
         sizes = torch.full((*target.shape[:-1], 1), size, device=target.device)
-        return self.solve_sizes(target, total, sizes)[..., 0, :]
+        return self.solve_sizes(target, total, sizes, suspects)[..., 0, :]
 
-    def solve_sizes(self, target: Tensor, total: Tensor, sizes: Tensor) -> Tensor:
+    def solve_sizes(
+        self, target: Tensor, total: Tensor, sizes: Tensor, suspects: list[Tensor] | None = None
+    ) -> Tensor:
         """``(..., N, C, p)``: :meth:`solve` for the ``C`` block sizes ``sizes`` ``(..., N, C)``.
 
         One forward substitution serves every size; the back substitutions of
         all sizes are the columns of one solve (right-hand sides 0 beyond each
-        size).
+        size). With ``suspects`` (a list) nothing is read back from the device:
+        a bool tensor, True when some system is rank-deficient or sees no
+        constraint direction, is appended instead, and those systems' values are
+        not to be used (the caller solves again without ``suspects``, which
+        handles them).
         """
         p = self.gram.shape[-1]
         scale = self.scale[..., None, :]  # (..., G, 1, p)
@@ -362,7 +354,7 @@ class PrefixFactor:
         least = self.least[..., None, :].expand(*sizes.shape, p)
         smallest = least.gather(-1, (sizes - 1).clamp_min(0)[..., None])[..., 0]
         good = valid & (smallest > PIVOT_FLOOR)
-        if not bool(good.all()):
+        if suspects is None and not bool(good.all()):
             # the minimum-norm solution there, as the pseudo-inverse gives
             self._pinv(free, pull, ~good, target, sizes)
         denominator = pull.sum(dim=-1)
@@ -371,7 +363,9 @@ class PrefixFactor:
         # the constraint's direction unseen by the data (1 outside the Gram's range:
         # d = 2 has one pair, s = (1, -1)): the projection formula divides by 0
         unseen = ~(denominator.abs() > 1e-12 * pull.abs().sum(dim=-1))
-        if bool(unseen.any()):
+        if suspects is not None:
+            suspects.append((~good).any() | unseen.any())
+        elif bool(unseen.any()):
             totals = total[..., None].expand(unseen.shape)
             for size in sizes[unseen].unique().tolist():
                 where = unseen & (sizes == size)
@@ -458,21 +452,47 @@ def select_and_fit(
     triples = triples[:, : max(counts)]
     if len(counts) == 1:
         single = FoldSystems(sampled, weights, odd, triples, 1, tables, every_targets)
-        coefficients = PrefixFactor(single.whole_gram()).solve(
-            single.targets[0], total, d + counts[0]
-        )
+        factor = PrefixFactor(single.whole_gram())
+        flags: list[Tensor] = []
+        coefficients = factor.solve(single.targets[0], total, d + counts[0], flags)
+        if bool(flags[0]):  # the one read-back: rank-deficient systems, solved again
+            coefficients = factor.solve(single.targets[0], total, d + counts[0])
         return coefficients, torch.full((batch,), counts[0], device=odd.device)
     systems = FoldSystems(sampled, weights, odd, triples, folds)
+    suspects: list[Tensor] = []
+    fit = _selected_fit(systems, total, counts, d, folds, suspects)
+    if bool(torch.stack(suspects).any()):  # the one read-back of the usual case
+        # some system is rank-deficient: solve again, each solve checking its own
+        fit = _selected_fit(systems, total, counts, d, folds, None)
+    return fit
+
+
+def _selected_fit(
+    systems: FoldSystems,
+    total: Tensor,
+    counts: list[int],
+    d: int,
+    folds: int,
+    suspects: list[Tensor] | None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`select_and_fit`'s selection and final fit on the fold systems.
+
+    With ``suspects`` (a list) every solve takes its fast path and reads
+    nothing back, appending whether it met a rank-deficient system (its
+    values are then not to be used); without, each solve checks its own.
+    """
     targets, norms = systems.targets, systems.norms
+    batch = targets.shape[1]
+    device = targets.device
     whole_target = targets.sum(dim=0)
-    sizes = torch.tensor([d + k for k in counts], device=odd.device).expand(batch, -1)
-    errors = odd.new_zeros(batch, len(counts))
+    sizes = host_to_device(torch.tensor([d + k for k in counts]), device).expand(batch, -1)
+    errors = targets.new_zeros(batch, len(counts))
     whole = systems.whole_gram()
     # fold by fold (a few): one (N, p, p) Gram and factor at a time, not (F, N, p, p)
     for f in range(folds):
         # every training split (all folds but one) factored once, for every count
         train = systems.without(f)
-        c = PrefixFactor(train).solve_sizes(whole_target - targets[f], total, sizes)
+        c = PrefixFactor(train).solve_sizes(whole_target - targets[f], total, sizes, suspects)
         # held-out weighted squared error from the fold's Gram: u'Wu - 2 c'b + c'Gc
         held = whole - train if systems.grams is None else systems.grams[f]
         quadratic = ((held @ c.mT).mT * c).sum(dim=-1)  # (N, C)
@@ -480,6 +500,6 @@ def select_and_fit(
         errors += norms[f][:, None] - 2 * linear + quadratic
     best = errors.argmin(dim=1)  # the first of equal errors
     coefficients = PrefixFactor(whole).solve_sizes(
-        whole_target, total, sizes.gather(1, best[:, None])
+        whole_target, total, sizes.gather(1, best[:, None]), suspects
     )
-    return coefficients[:, 0], torch.tensor(counts, device=odd.device)[best]
+    return coefficients[:, 0], host_to_device(torch.tensor(counts), device)[best]

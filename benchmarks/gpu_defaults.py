@@ -1,0 +1,203 @@
+"""Every class's default on resnet18 at 224 x 224: rows per second against the bare model.
+
+torchvision's ``resnet18(weights=None)`` (random weights, nothing
+downloaded), fp32, eval mode; 16 random images at 224 x 224 whose features
+are the 49 patches of a 7 x 7 grid (32 x 32 pixels each); 1,024 evaluations
+per image for every class that takes a budget (``budget=1024``), and its own
+plan for those that do not (``CShapley``/``LShapley`` with ``k=1``).
+``ExactShapley`` (2^49 coalitions) and ``MyersonValue`` (over a million
+connected sets on the 7 x 7 grid) refuse this size, as they should.
+
+For each call: model rows (counted by wrapping the model), seconds, rows per
+second and their share of the bare model's rows per second (resnet18 alone
+on random batches of 256, 512 and 1,024 images, the best), next to Captum's
+``ShapleyValueSampling`` (``budget // 50`` orderings: 20, 1,000 evaluations) and ``KernelShap``
+(1,024 samples, one image per call as Captum runs it; timed on ``--captum-images``
+images and scaled to 16) where the class estimates the same thing.
+
+Run:  python benchmarks/gpu_defaults.py [--device cuda] [--images 16] [--table PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from _table import append_row
+from _timing import timed
+
+import captum_graphshap as cg
+from captum_graphshap.graphs import GridGraph
+
+BUDGET = 1024
+
+
+class Counting(torch.nn.Module):
+    """The model, counting the rows it is called on."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.rows = model, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.rows += x.shape[0]
+        return self.model(x)
+
+
+def bare_rows_per_second(model: torch.nn.Module, side: int, device: torch.device) -> float:
+    best = 0.0
+    with torch.no_grad():
+        for batch in (256, 512, 1024) if device.type == "cuda" else (16, 64):
+            x = torch.randn(batch, 3, side, side, device=device)
+            model(x)
+            seconds = min(timed(functools.partial(model, x), device) for _ in range(2))
+            best = max(best, batch / seconds)
+    return best
+
+
+def patch_mask(side: int, device: torch.device) -> torch.Tensor:
+    index = torch.arange(side, device=device) // (side // 7)
+    return (index[:, None] * 7 + index[None, :]).reshape(1, 1, side, side)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
+    parser.add_argument("--images", type=int, default=16)
+    parser.add_argument("--captum-images", type=int, default=4)
+    parser.add_argument("--budget", type=int, default=BUDGET, help="evaluations per image")
+    parser.add_argument("--side", type=int, default=224, help="image side, a multiple of 7")
+    parser.add_argument("--table", help="append the rows to this markdown table")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    from torchvision.models import resnet18
+
+    torch.manual_seed(0)
+    model = resnet18(weights=None).to(device).eval()
+    counted = Counting(model)
+    x = torch.randn(args.images, 3, args.side, args.side, device=device)
+    mask = patch_mask(args.side, device)
+    target = 3
+    bare = bare_rows_per_second(model, args.side, device)
+    print(f"resnet18 fp32 on {device}: bare forward {bare:,.0f} rows/s (best batch)")
+    grid = GridGraph(7, 7)
+    budget = {"budget": args.budget}
+
+    def seeded() -> dict[str, Any]:
+        return {"generator": torch.Generator().manual_seed(0)}
+
+    cases: dict[str, tuple[Callable[[], Any], dict[str, Any], str | None]] = {
+        "CShapley(k=1)": (cg.CShapley, {"k": 1, "graph": grid}, None),
+        "LShapley(k=1)": (cg.LShapley, {"k": 1, "graph": grid}, None),
+        f"ShapleySampling(budget={args.budget})": (cg.ShapleySampling, budget, "sampling"),
+        f"PairedKernelShap(budget={args.budget}) (default)": (
+            cg.PairedKernelShap,
+            budget,
+            "kernel",
+        ),
+        f'PairedKernelShap(estimator="kernel", budget={args.budget})': (
+            cg.PairedKernelShap,
+            {**budget, "estimator": "kernel"},
+            "kernel",
+        ),
+        f"Shear(budget={args.budget})": (cg.Shear, budget, "sampling"),
+        f"BayesShap(budget={args.budget})": (cg.BayesShap, budget, "kernel"),
+    }
+    randomised = {"ShapleySampling", "PairedKernelShap", "Shear", "BayesShap"}
+    # warm-up: cuDNN, allocator, plans (one image, a small budget)
+    cg.PairedKernelShap(counted).attribute(
+        x[:1], target=target, feature_mask=mask, budget=64, **seeded()
+    )
+    captum = captum_seconds(model, x, mask, target, args.captum_images, args.budget, device)
+    print(f"{'call':52s} {'rows':>10s} {'s':>7s} {'rows/s':>9s} {'share':>6s} {'Captum s':>9s}")
+    for name, (cls, options, peer) in cases.items():
+        explainer = cls(counted)
+        extra = seeded() if cls.__name__ in randomised else {}
+        counted.rows = 0
+        try:
+            call = functools.partial(
+                explainer.attribute, x, target=target, feature_mask=mask, **options, **extra
+            )
+            seconds = timed(call, device)
+        except Exception as error:  # report and go on: one table for every class
+            print(f"{name:52s} failed: {type(error).__name__}: {error}"[:200])
+            append_row(args.table, f"{name}: failed, {type(error).__name__}", args.images)
+            continue
+        rows = counted.rows
+        share = rows / seconds / bare
+        theirs = captum.get(peer) if peer else None
+        theirs_text = f"{theirs:9.2f}" if theirs is not None else "        -"
+        print(
+            f"{name:52s} {rows:10,d} {seconds:7.2f} {rows / seconds:9,.0f} {share:6.2f} "
+            f"{theirs_text}"
+        )
+        append_row(
+            args.table,
+            f"{name}, resnet18 {args.side}x{args.side}, 49 patches",
+            args.images,
+            rows,
+            seconds,
+            rows / seconds,
+            share,
+            None if theirs is None else round(theirs, 2),
+            None,
+        )
+    for peer, seconds in captum.items():
+        print(f"Captum {peer}: {seconds:.2f} s for {args.images} images")
+
+
+def captum_seconds(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    target: int,
+    images: int,
+    budget: int,
+    device: torch.device,
+) -> dict[str, float]:
+    """Captum's seconds for all the images: ShapleyValueSampling (20 orderings, all
+    images in one call) and KernelShap (1,024 samples, per image, scaled)."""
+    from captum.attr import KernelShap, ShapleyValueSampling
+
+    count = x.shape[0]
+    out = {}
+    sampling = ShapleyValueSampling(model)
+    out["sampling"] = timed(
+        lambda: sampling.attribute(
+            x,
+            target=target,
+            feature_mask=mask,
+            n_samples=max(1, budget // 50),
+            perturbations_per_eval=64,
+        ),
+        device,
+    )
+    kernel = KernelShap(model)
+    images = min(images, count)
+    try:
+        import sklearn  # noqa: F401  (Captum's KernelShap fits with it)
+    except ImportError:
+        print("no scikit-learn: Captum's KernelShap is not timed")
+        return out
+    seconds = timed(
+        lambda: [
+            kernel.attribute(
+                x[n : n + 1],
+                target=target,
+                feature_mask=mask,
+                n_samples=budget,
+                perturbations_per_eval=64,
+            )
+            for n in range(images)
+        ],
+        device,
+    )
+    out["kernel"] = seconds * count / images
+    return out
+
+
+if __name__ == "__main__":
+    main()

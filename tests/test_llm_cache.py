@@ -1,0 +1,166 @@
+"""LLMShapley on transformers' current cache API: Llama and GPT-2, no deprecation warning.
+
+The cached token-by-token path feeds the prompt once and the answer's first
+T - 1 tokens in one more forward after the prompt's key/value cache; its
+values must equal Captum's uncached scoring (each answer token from a
+forward over the prompt and the answer before it). A prompt past the model's
+context is refused before any model call; running out of memory halves the
+chunk and keeps the rows already scored.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+import torch
+from captum.attr import LLMAttribution, ShapleyValues, TextTokenInput
+
+import captum_graphshap as cg
+from captum_graphshap.apps import toy_task
+from captum_graphshap.llm import LLMShapley
+from captum_graphshap.llm.model_api import cache_keyword, returned_cache
+
+transformers = pytest.importorskip("transformers")
+
+PROMPT = "c # h a d"
+ANSWER = "h a b"
+
+
+def llama(max_positions: int = 64) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(toy_task.VOCAB),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+    )
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def gpt2(max_positions: int = 64) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(toy_task.VOCAB), n_embd=16, n_layer=2, n_head=2, n_positions=max_positions
+    )
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+MODELS = {"llama": llama, "gpt2": gpt2}
+
+
+def spy(model: torch.nn.Module, calls: list[dict]) -> None:
+    """Record each forward's keyword arguments (and input shape) on ``model``."""
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def recorded(*args, **kwargs):
+        calls.append({k: (tuple(v.shape) if torch.is_tensor(v) else v) for k, v in kwargs.items()})
+        return forward(*args, **kwargs)
+
+    model.forward = recorded  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warnings(name):
+    model, tokenizer = MODELS[name](), toy_task.LetterTokenizer()
+    inp = TextTokenInput(PROMPT, tokenizer)
+    reference = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
+        inp, target=ANSWER, forward_in_tokens=True, use_cached_outputs=False
+    )
+    calls: list[dict] = []
+    spy(model, calls)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(inp, target=ANSWER)
+    deprecations = [
+        w for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))
+    ]
+    assert not deprecations, [str(w.message) for w in deprecations]
+    torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours.seq_attr, reference.seq_attr, atol=1e-5, rtol=1e-4)
+    # the current keyword, never the deprecated one; two forwards per chunk:
+    # the prompts (logits at the last position only) and the answer's first two tokens
+    assert cache_keyword(model) == "cache"
+    assert all("past_key_values" not in call for call in calls)
+    prompt_calls = [c for c in calls if "cache" not in c]
+    answer_calls = [c for c in calls if "cache" in c]
+    assert len(prompt_calls) == len(answer_calls) >= 1
+    assert all(c["logits_to_keep"] == 1 for c in prompt_calls)
+    assert all(c["input_ids"][1] == 2 for c in answer_calls)  # T - 1 = 2 answer tokens
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_one_pass_and_uncached_scoring_keep_only_the_logits_they_read(name):
+    model, tokenizer = MODELS[name](), toy_task.LetterTokenizer()
+    inp = TextTokenInput(PROMPT, tokenizer)
+    reference = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
+        inp, target=ANSWER, forward_in_tokens=False
+    )
+    calls: list[dict] = []
+    spy(model, calls)
+    ours = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(
+        inp, target=ANSWER, forward_in_tokens=False
+    )
+    torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
+    assert calls and all(c["logits_to_keep"] == 4 for c in calls)  # T + 1
+
+
+def test_the_cache_is_read_under_either_name():
+    model = llama()
+    ids = torch.tensor([[1, 2, 3]])
+    outputs = model(input_ids=ids, use_cache=True)
+    assert returned_cache(outputs) is outputs["cache"]
+    legacy = type("Legacy", (), {"past_key_values": "kv"})()
+    assert returned_cache(legacy) == "kv"
+    assert returned_cache(type("Bare", (), {})()) is None
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_prompt_past_the_context_is_refused_before_any_model_call(name):
+    model, tokenizer = MODELS[name](max_positions=8), toy_task.LetterTokenizer()
+    calls: list[dict] = []
+    spy(model, calls)
+    explainer = LLMShapley(cg.LShapley(model), tokenizer)
+    long_prompt = TextTokenInput("c # h a d c # h a d", tokenizer)  # 10 tokens
+    with pytest.raises(
+        ValueError, match="prompt has 10 tokens, more than the model's context of 8"
+    ):
+        explainer.attribute(long_prompt, target="h", k=1)
+    # 6 prompt tokens fit; with a 3-token answer they do not
+    with pytest.raises(ValueError, match=r"6 tokens and the answer's 3.*context of 8"):
+        explainer.attribute(TextTokenInput("c # h a d c", tokenizer), target=ANSWER, k=1)
+    assert calls == []
+    explainer.attribute(TextTokenInput("c # h a d", tokenizer), target="h a", k=1)  # 5 + 2 fit
+    assert calls
+
+
+def test_out_of_memory_halves_the_chunk_and_keeps_the_scored_rows():
+    model, tokenizer = llama(), toy_task.LetterTokenizer()
+    inp = TextTokenInput(PROMPT, tokenizer)
+    expected = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(
+        inp, target=ANSWER, perturbations_per_eval=32
+    )
+    forward, scored = model.forward, []
+
+    @functools.wraps(forward)
+    def small_batches_only(*args, **kwargs):
+        rows = kwargs["input_ids"].shape[0]
+        if rows > 8:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        if "cache" not in kwargs:
+            scored.append(rows)
+        return forward(*args, **kwargs)
+
+    model.forward = small_batches_only  # type: ignore[method-assign]
+    with pytest.warns(RuntimeWarning, match="out of memory"):
+        result = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(
+            inp, target=ANSWER, perturbations_per_eval=32
+        )
+    torch.testing.assert_close(result.token_attr, expected.token_attr, atol=1e-6, rtol=1e-5)
+    # every coalition of the 5 tokens scored once: no finished row was evaluated again
+    assert sum(scored) == 2**5
