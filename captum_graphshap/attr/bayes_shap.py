@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import warnings
 from typing import Any
 
 import captum.attr as captum_attr
@@ -288,12 +287,11 @@ def _check_n_samples(n_samples: Any, d: int) -> int:
     if n_samples < 2:
         raise ValueError(f"n_samples must be >= 2 sampled coalitions, got {n_samples}.")
     if n_samples < d + 2:
-        warnings.warn(
+        warn_caller(
             f"BayesShap: n_samples={n_samples} is below d + 2 = {d + 2} for d = {d} "
             "features; the posterior rests mostly on the prior and its intervals are wide. "
             f"Pass n_samples >= {d + 2} or group features with feature_mask.",
             RuntimeWarning,
-            stacklevel=6,
         )
     check_plan_size(
         int(n_samples), MAX_COALITIONS, "BayesShap", "pass a smaller n_samples or target_width."
