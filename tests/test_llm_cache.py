@@ -20,7 +20,7 @@ from captum.attr import LLMAttribution, ShapleyValues, TextTokenInput
 import captum_graphshap as cg
 from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley
-from captum_graphshap.llm.model_api import cache_keyword, returned_cache
+from captum_graphshap.llm.model_api import cache_keyword, is_causal_lm, returned_cache
 
 transformers = pytest.importorskip("transformers")
 
@@ -83,6 +83,31 @@ def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warni
     assert not deprecations, [str(w.message) for w in deprecations]
     torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ours.seq_attr, reference.seq_attr, atol=1e-5, rtol=1e-4)
+    # a transformers causal LM: one forward per chunk over prompt and answer, logits
+    # at the T + 1 positions that predict the answer, no cache
+    assert is_causal_lm(model)
+    assert calls and all(c["logits_to_keep"] == 4 and "cache" not in c for c in calls)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_prompt_cache_path_equals_captums_uncached_values(name):
+    model, tokenizer = MODELS[name](), toy_task.LetterTokenizer()
+    model.__class__ = type("Unregistered", (type(model),), {})  # not in the causal-LM list
+    assert not is_causal_lm(model)
+    inp = TextTokenInput(PROMPT, tokenizer)
+    reference = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
+        inp, target=ANSWER, forward_in_tokens=True, use_cached_outputs=False
+    )
+    calls: list[dict] = []
+    spy(model, calls)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(inp, target=ANSWER)
+    deprecations = [
+        w for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))
+    ]
+    assert not deprecations, [str(w.message) for w in deprecations]
+    torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
     # the current keyword, never the deprecated one; two forwards per chunk:
     # the prompts (logits at the last position only) and the answer's first two tokens
     assert cache_keyword(model) == "cache"

@@ -32,7 +32,14 @@ from torch import Tensor
 from ..attr.base import GameAttribution
 from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
-from .model_api import cache_keyword, context_length, is_causal_cache, logits_kept, returned_cache
+from .model_api import (
+    cache_keyword,
+    context_length,
+    is_causal_cache,
+    is_causal_lm,
+    logits_kept,
+    returned_cache,
+)
 from .prompt_graph import prompt_graph
 
 _EMPTY_PROMPT = (
@@ -78,11 +85,12 @@ class LLMShapley(LLMAttribution):
     The answer is scored as Captum's ``LLMAttribution`` scores it, for the same
     arguments, so the values are Captum's: with ``forward_in_tokens=True`` (the
     default) token by token, each answer token from the prompt and the answer
-    tokens before it, one forward per answer token (with ``use_cached_outputs``,
-    the default, each step feeds only the new token and the previous step's
-    ``past_key_values``: the same values; Captum 0.9.0's cached path differs
-    from its own uncached one under transformers 5, see the README's
-    differences); with ``forward_in_tokens=False`` prompt and answer in one
+    tokens before it (with ``use_cached_outputs``, the default, a transformers
+    causal LM takes prompt and answer in one forward, the causal mask giving
+    each answer token the logits stepping would, and another model's prompt
+    cache serves the answer tokens: the same values; Captum 0.9.0's cached
+    path differs from its own uncached one under transformers 5, see
+    docs/guide/captum_users.md); with ``forward_in_tokens=False`` prompt and answer in one
     forward, which is
     faster for long answers and equal for a causal LM (Captum calls it an
     approximation). Either way the prompts of a chunk of coalitions share the
@@ -301,7 +309,10 @@ class LLMShapley(LLMAttribution):
         """``(P, T)`` log-probabilities of the answer, token t from the prompt and ``target[:t]``.
 
         Captum's ``forward_in_tokens=True`` (the default) for P prompts of one
-        length at once. With ``use_cached_outputs`` the prompt goes through the
+        length at once. With ``use_cached_outputs``, a transformers causal LM
+        (:func:`~captum_graphshap.llm.model_api.is_causal_lm`) takes prompt and
+        answer in one forward, whose causal mask gives each answer token the
+        logits stepping would; for other models the prompt goes through the
         model once and its key/value cache serves every answer token: a
         transformers decoder (its cache a ``transformers.Cache``, appended
         tokens masked causally) takes the answer's first T - 1 tokens in one
@@ -312,6 +323,10 @@ class LLMShapley(LLMAttribution):
         count, steps = prompts.shape[0], target.numel()
         if not use_cached_outputs:
             return self._score_uncached(prompts, target)
+        if is_causal_lm(self.model):
+            # teacher forcing: the causal mask gives each answer token the logits
+            # stepping would, in one forward instead of two
+            return self._score_in_one_pass(prompts, target)
         keyword = cache_keyword(self.model)
         with torch.no_grad():
             outputs = self.model.forward(

@@ -71,6 +71,18 @@ def is_causal_cache(cache: Any) -> bool:
     )
 
 
+def is_causal_lm(model: nn.Module) -> bool:
+    """Whether ``model`` is one of transformers' causal language models (its class
+    registered for ``AutoModelForCausalLM``): each position sees only those
+    before it, so one forward over prompt and answer gives every answer token's
+    logits exactly as feeding the answer token by token would (teacher forcing)."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:  # transformers is an optional extra
+        return False
+    return type(model).__name__ in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+
+
 def context_length(model: nn.Module) -> int | None:
     """The most positions the model's configuration allows (None when it names none)."""
     config = getattr(model, "config", None)
