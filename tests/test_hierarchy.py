@@ -148,3 +148,10 @@ def test_prompt_hierarchy_of_tokens_and_templates():
     assert h.leaves == (2, 0, 1)
     with pytest.raises(TypeError, match="TextTokenInput or TextTemplateInput"):
         prompt_hierarchy("a prompt")
+
+
+def test_to_linkage_round_trips_binary_trees():
+    for h in (Hierarchy.balanced(11), GridGraph(4, 6).hierarchy()):
+        assert partitions(Hierarchy.from_linkage(h.to_linkage())) == partitions(h)
+    with pytest.raises(ValueError, match="binary"):
+        Hierarchy.flat(3).to_linkage()

@@ -236,6 +236,32 @@ class Hierarchy:
             built[node] = int(self.leaf_id[node]) if not kids else [built[c] for c in kids]
         return built[0]
 
+    def to_linkage(self) -> npt.NDArray[np.float64]:
+        """The scipy linkage matrix ``(d - 1, 4)`` of a binary hierarchy.
+
+        Heights are the subtree heights (so the matrix is monotone); SHAP's
+        ``maskers.Partition(data, clustering=h.to_linkage())`` then walks this tree.
+        """
+        kids = self.children
+        if any(len(c) not in (0, 2) for c in kids):
+            raise ValueError(
+                "hierarchy: to_linkage needs a binary tree (every inner node with two "
+                "children); balanced(ids, arity=2) and from_linkage give one."
+            )
+        d = self.num_features
+        cluster = [0] * self.num_nodes
+        height = [0] * self.num_nodes
+        rows: list[list[float]] = []
+        for node in range(self.num_nodes - 1, -1, -1):  # children come after their parent
+            if not kids[node]:
+                cluster[node] = int(self.leaf_id[node])
+                continue
+            a, b = kids[node]
+            height[node] = max(height[a], height[b]) + 1
+            rows.append([cluster[a], cluster[b], height[node], int(self.size[node])])
+            cluster[node] = d + len(rows) - 1
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+
     def tensors(self, device: torch.device | str = "cpu") -> dict[str, Tensor]:
         """``parent``, ``leaf_id``, ``num_children``, ``start``, ``size``, ``order`` as tensors."""
         names = ("parent", "leaf_id", "num_children", "start", "size", "order")

@@ -218,11 +218,15 @@ class Forest:
             parts["size"].append(arrays["size"])
             parts["leaf"].append(arrays["leaf_id"])
             parts["tree"].append(torch.full((n,), t, dtype=torch.long))
-            table = torch.full((n, k_max), -1, dtype=torch.long)
+            # pre-order numbers siblings left to right: a child's position is its
+            # rank among the nodes of the same parent
+            by_parent = torch.argsort(parent[1:], stable=True) + 1
+            first = torch.zeros(n + 1, dtype=torch.long)
+            first[1:] = torch.bincount(parent[1:], minlength=n).cumsum(0)
             position = torch.zeros(n, dtype=torch.long)
-            for node, kids in enumerate(h.children):
-                table[node, : len(kids)] = torch.tensor(kids, dtype=torch.long) + base
-                position[list(kids)] = torch.arange(len(kids))
+            position[by_parent] = torch.arange(n - 1) - first[parent[by_parent]]
+            table = torch.full((n, k_max), -1, dtype=torch.long)
+            table[parent[by_parent], position[by_parent]] = by_parent + base
             parts["children"].append(table)
             parts["pos"].append(position)
             order = torch.full((d,), d, dtype=torch.long)
