@@ -72,7 +72,7 @@ def shap_partition(
     budget: int,
     extra: tuple[Any, ...] = (),
 ) -> tuple[np.ndarray, float]:
-    """SHAP's PartitionExplainer on the indicator game of one example: values per feature, seconds."""
+    """SHAP's PartitionExplainer on one example's indicator game: values per feature, seconds."""
     import shap
 
     d = hierarchy.num_features

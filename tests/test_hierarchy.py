@@ -155,3 +155,23 @@ def test_to_linkage_round_trips_binary_trees():
         assert partitions(Hierarchy.from_linkage(h.to_linkage())) == partitions(h)
     with pytest.raises(ValueError, match="binary"):
         Hierarchy.flat(3).to_linkage()
+
+
+def test_hierarchy_view_shades_nested_spans_by_node_value():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from captum_graphshap.text import node_values, plot_hierarchy, visualize_hierarchy
+
+    h = Hierarchy.from_nested([[0, 1], [2, [3, 4]]])
+    phi = torch.tensor([0.5, -1.0, 2.0, 0.25, 0.25])
+    values = node_values(phi, h)
+    for node, members in enumerate(h.nodes):
+        assert abs(float(values[node]) - float(phi[list(members)].sum())) < 1e-12
+    page = visualize_hierarchy(["a", "<b>", "c", "d", "e"], phi, h)
+    assert page.count("<span") == h.num_nodes and "&lt;b&gt;" in page
+    assert 'title="2.5"' in page  # the node {2, 3, 4}
+    ax = plot_hierarchy(["a", "b", "c", "d", "e"], phi, h)
+    assert len(ax.patches) == h.num_nodes
+    with pytest.raises(ValueError, match="one value per feature"):
+        node_values(phi[:3], h)

@@ -35,10 +35,11 @@ class OwenOptions(Options):
             halves of an image's rows and columns, balanced splits of the
             mask's ids otherwise).
         budget: the most model evaluations per example (at least 2, the
-            empty and full coalitions). None: exact, refused above ``2^20``
-            coalitions with the count. When the exact plan needs more, the
-            budgeted walk splits the nodes of largest contribution first
-            (SHAP's ``max_evals``); it stays efficient.
+            empty and full coalitions). None: exact, refused with the count
+            above :data:`~captum_graphshap.plans.limits.MAX_COALITIONS`
+            coalitions. When the exact plan needs more, the budgeted walk
+            splits the nodes of largest contribution first (SHAP's
+            ``max_evals``); it stays efficient.
         generator: accepted for the common signature; the Winter value and
             the budgeted walk draw nothing at random (ties keep tree order).
     """
@@ -132,7 +133,7 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
         elif options.budget is None:
             raise ValueError(
                 f"OwenValue's exact Winter value needs {count:,} coalitions per example, above "
-                f"the limit of {MAX_COALITIONS:,} (2^20); pass budget= (model evaluations per "
+                f"the limit of {MAX_COALITIONS:,}; pass budget= (model evaluations per "
                 "example) for the budgeted estimate, or a more balanced hierarchy."
             )
         if limit < 2:

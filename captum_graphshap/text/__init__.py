@@ -27,6 +27,7 @@ import warnings
 from typing import Any
 
 from .hierarchy import token_hierarchy, word_hierarchy
+from .hierarchy_view import node_values, plot_hierarchy, visualize_hierarchy
 from .visualize import visualize_words
 from .words import token_baselines, token_feature_mask, word_feature_mask
 
@@ -58,9 +59,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "node_values",
+    "plot_hierarchy",
     "token_baselines",
     "token_feature_mask",
     "token_hierarchy",
+    "visualize_hierarchy",
     "visualize_words",
     "word_feature_mask",
     "word_hierarchy",
