@@ -544,26 +544,31 @@ def _split_cost(items: _Items, forest: Forest) -> Tensor:
 def _choose(items: _Items, forest: Forest, spent: Tensor, budget: int) -> Tensor:
     """Per example, the largest items whose splits fit this round's share of the budget.
 
-    A round may spend as much as was spent before (at least the first
-    item's cost): evaluations double per round, so a budget of B needs about
-    ``log2 B`` rounds, each one engine call.
+    A round may spend as much as was spent before (at least the cost of the
+    largest item that still fits): evaluations double per round, so a budget
+    of B needs about ``log2 B`` rounds, each one engine call. An item too
+    costly for what is left is passed over, not waited for.
     """
-    cost = _split_cost(items, forest)
+    cost = _split_cost(items, forest).clamp(max=budget + 1)
     priority = (items.high - items.low).abs() * items.weight
     order = torch.argsort(-priority, stable=True)
     order = order[torch.argsort(items.example[order], stable=True)]
-    example, ordered_cost = items.example[order], cost[order].clamp(max=budget + 1)
-    running = ordered_cost.cumsum(0)
-    first = torch.ones_like(example, dtype=torch.bool)
-    first[1:] = example[1:] != example[:-1]
-    start_index = torch.cummax(
-        torch.where(first, torch.arange(len(example), device=example.device), 0), 0
-    ).values
-    within = running - running[start_index] + ordered_cost[start_index]
+    example = items.example[order]
     remaining = budget - spent[example]
-    cap = torch.minimum(remaining, torch.maximum(spent[example], ordered_cost[start_index]))
-    chosen = torch.zeros_like(first)
-    chosen[order] = within <= cap
+    fits = cost[order] <= remaining
+    ordered_cost = torch.where(fits, cost[order], 0)
+    running = ordered_cost.cumsum(0)
+    first = torch.ones_like(fits)
+    first[1:] = example[1:] != example[:-1]
+    positions = torch.arange(len(example), device=example.device)
+    start = torch.cummax(torch.where(first, positions, 0), 0).values
+    within = running - running[start] + ordered_cost[start]
+    # the cost of each example's first item that fits: the round's least share
+    leading = torch.where(fits, ordered_cost, budget + 1)
+    least = torch.full_like(spent, budget + 1).scatter_reduce(0, example, leading, reduce="amin")
+    cap = torch.minimum(remaining, torch.maximum(spent[example], least[example]))
+    chosen = torch.zeros_like(fits)
+    chosen[order] = fits & (within <= cap)
     return chosen
 
 
