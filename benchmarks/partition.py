@@ -32,6 +32,7 @@ import resource
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,68 +63,64 @@ class Counted:
             return self.inner(*args)
 
 
-def shap_partition(
-    model: Counted,
-    x: Tensor,
-    baseline: Tensor,
-    mask: Tensor,
-    target: int,
-    hierarchy: Hierarchy,
-    budget: int,
-    extra: tuple[Any, ...] = (),
-) -> tuple[np.ndarray, float]:
+@dataclass
+class Case:
+    """One example's game: the model, the input, its baseline, the feature mask, the tree."""
+
+    model: Counted
+    x: Tensor
+    baseline: Tensor
+    mask: Tensor
+    target: int
+    hierarchy: Hierarchy
+    extra: tuple[Any, ...] = ()
+
+
+def shap_partition(case: Case, budget: int) -> tuple[np.ndarray, float]:
     """SHAP's PartitionExplainer on one example's indicator game: values per feature, seconds."""
     import shap
 
-    d = hierarchy.num_features
+    d = case.hierarchy.num_features
+    flat = case.mask.expand(case.x.shape)[0].reshape(-1)
 
     def indicator_model(z: np.ndarray) -> np.ndarray:
-        flat = mask.expand(x.shape)[0].reshape(-1)
-        keep = torch.as_tensor(z, dtype=torch.bool)[:, flat].reshape(-1, *x.shape[1:])
-        rows = torch.where(keep, x, baseline)
-        args = tuple(a.expand(rows.shape[0], *a.shape[1:]) for a in extra)
-        return model(rows, *args)[:, target].double().numpy()
+        keep = torch.as_tensor(z, dtype=torch.bool)[:, flat].reshape(-1, *case.x.shape[1:])
+        rows = torch.where(keep, case.x, case.baseline)
+        args = tuple(a.expand(rows.shape[0], *a.shape[1:]) for a in case.extra)
+        return case.model(rows, *args)[:, case.target].double().numpy()
 
-    masker = shap.maskers.Partition(np.zeros((1, d)), clustering=hierarchy.to_linkage())
+    masker = shap.maskers.Partition(np.zeros((1, d)), clustering=case.hierarchy.to_linkage())
     explainer = shap.PartitionExplainer(indicator_model, masker)
     start = time.perf_counter()
     values = explainer(np.ones((1, d)), max_evals=budget, silent=True, batch_size=50).values[0]
     return values, time.perf_counter() - start
 
 
-def ours(
-    model: Counted,
-    x: Tensor,
-    baseline: Tensor,
-    mask: Tensor,
-    target: int,
-    hierarchy: Hierarchy,
-    budget: int,
-    extra: tuple[Any, ...] = (),
-) -> tuple[np.ndarray, float]:
+def ours(case: Case, budget: int) -> tuple[np.ndarray, float]:
     start = time.perf_counter()
-    phi = OwenValue(model).attribute(
-        x,
-        baselines=baseline,
-        target=target,
-        feature_mask=mask,
-        hierarchy=hierarchy,
+    phi = OwenValue(case.model).attribute(
+        case.x,
+        baselines=case.baseline,
+        target=case.target,
+        feature_mask=case.mask,
+        hierarchy=case.hierarchy,
         budget=budget,
-        additional_forward_args=extra or None,
+        additional_forward_args=case.extra or None,
     )
     seconds = time.perf_counter() - start
-    flat_mask = mask.expand(x.shape)[0].reshape(-1)
-    per_feature = torch.zeros(hierarchy.num_features, dtype=torch.float64)
+    flat_mask = case.mask.expand(case.x.shape)[0].reshape(-1)
+    per_feature = torch.zeros(case.hierarchy.num_features, dtype=torch.float64)
     per_feature[flat_mask] = phi[0].reshape(-1).double()
     return per_feature.numpy(), seconds
 
 
-def compare(name: str, model: Counted, budget: int, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def compare(name: str, case: Case, budget: int) -> dict[str, Any]:
+    model = case.model
     model.rows = 0
-    mine, t_ours = ours(model, *args, budget=budget, **kwargs)
+    mine, t_ours = ours(case, budget)
     rows_ours = model.rows
     model.rows = 0
-    theirs, t_shap = shap_partition(model, *args, budget=budget, **kwargs)
+    theirs, t_shap = shap_partition(case, budget)
     rows_shap = model.rows
     row = {
         "case": name,
@@ -180,57 +177,40 @@ def case_text(quick: bool) -> None:
         baseline = torch.full_like(inner, pad)
         count = winter_coalition_count(h)
         for budget in (200, count) if not quick else (200,):
-            compare(
-                f"(a) MiniLM, {d} tokens",
-                model,
-                budget,
-                inner,
-                baseline,
-                mask,
-                1,
-                h,
-                extra=(attention,),
-            )
+            case = Case(model, inner, baseline, mask, 1, h, (attention,))
+            compare(f"(a) MiniLM, {d} tokens", case, budget)
 
 
-def case_images(quick: bool) -> None:
+def resnet_case() -> tuple[Counted, Tensor]:
+    """torchvision's resnet18, random init (no download), and a smooth 224 x 224 image."""
     from torchvision.models import resnet18
 
     torch.manual_seed(0)
-    net = resnet18(num_classes=10).eval()
-    model = Counted(net)
+    model = Counted(resnet18(num_classes=10).eval())
     y, x_grid = torch.meshgrid(
         torch.linspace(-1, 1, 224), torch.linspace(-1, 1, 224), indexing="ij"
     )
     image = torch.stack([torch.sin(3 * x_grid), torch.cos(2 * y), x_grid * y])[None]
-    baseline = torch.zeros_like(image)
-    budget = 120 if quick else 500
+    return model, image
+
+
+def case_images(quick: bool) -> None:
+    model, image = resnet_case()
     patches, patch_mask = GridGraph.patches(224, 224, 16)
-    compare(
-        "(b) resnet18, 16x16 patches (196)",
-        model,
-        budget,
-        image,
-        baseline,
-        patch_mask[None, None],
-        0,
-        patches.hierarchy(),
-    )
-    if quick:
-        return
+    mask = patch_mask[None, None]
+    case = Case(model, image, torch.zeros_like(image), mask, 0, patches.hierarchy())
+    compare("(b) resnet18, 16x16 patches (196)", case, 120 if quick else 500)
+
+
+def case_slic(quick: bool) -> None:
+    model, image = resnet_case()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         superpixels = SuperpixelGraph.slic(image[0], n_segments=200, compactness=10.0)
-    compare(
-        f"(b) resnet18, SLIC ({superpixels.num_nodes})",
-        model,
-        budget,
-        image,
-        baseline,
-        superpixels.feature_mask[None, None],
-        0,
-        superpixels.hierarchy(image[0]),
-    )
+    segments = superpixels.feature_mask[None, None]
+    tree = superpixels.hierarchy(image[0])
+    case = Case(model, image, torch.zeros_like(image), segments, 0, tree)
+    compare(f"(b) resnet18, SLIC ({superpixels.num_nodes})", case, 120 if quick else 500)
 
 
 def breast_cancer_mlp(columns: slice) -> tuple[torch.nn.Module, Tensor, Tensor]:
@@ -266,16 +246,8 @@ def case_tabular(quick: bool) -> None:
             .attribute(test[row : row + 1], baselines=baseline, target=1, hierarchy=h)[0]
             .numpy()
         )
-        result = compare(
-            f"(c) breast-cancer MLP, 30 features #{row}",
-            model,
-            min(count, 2000),
-            test[row : row + 1],
-            baseline,
-            mask,
-            1,
-            h,
-        )
+        case = Case(model, test[row : row + 1], baseline, mask, 1, h)
+        result = compare(f"(c) breast-cancer MLP, 30 features #{row}", case, min(count, 2000))
         scale = np.abs(exact).sum()
         print(
             f"    at budget {result['budget']}, L1 error to the exact Owen value ({count:,} "
@@ -383,7 +355,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one example per case (~2 min)")
     parser.add_argument(
         "--cases",
-        default="scale,tabular,accuracy,text,images",
+        default="scale,tabular,accuracy,text,images,slic",
         help="comma-separated; scale first, as its peak memory is the process's",
     )
     args = parser.parse_args()
@@ -393,6 +365,7 @@ def main() -> None:
         "accuracy": case_accuracy,
         "text": case_text,
         "images": case_images,
+        "slic": case_slic,
     }
     for name in args.cases.split(","):
         if name == "scale":
