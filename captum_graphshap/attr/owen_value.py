@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, cast
 
 import captum.attr as captum_attr
@@ -18,8 +19,9 @@ from ._options import check_generator
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .graph_family import resolve_graphs
 
-#: the ``hierarchy`` option: nested ids, a Hierarchy, or one Hierarchy per example
-HierarchyArgument = Any
+#: the ``hierarchy`` option: nested ids (an id, or a list or tuple of nested ids), a
+#: Hierarchy, or a list of Hierarchy (one per example); None infers one
+HierarchyArgument = Hierarchy | Sequence[Any] | int | None
 
 
 @dataclasses.dataclass(frozen=True)
