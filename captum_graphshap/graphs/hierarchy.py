@@ -130,7 +130,9 @@ class Hierarchy:
         the rows (``metric="correlation"``), or ``1 - |cos|``
         (``metric="cosine"``), and the tree is single linkage (the minimum
         spanning tree's edges merged shortest first). A constant feature is
-        uncorrelated with every other (distance 1).
+        uncorrelated with every other (distance 1). SHAP adds unseeded noise of
+        scale 1e-8 to the data first; this does not, so it is deterministic and
+        equal distances may merge in another order than SHAP's.
         """
         x = as_numpy(data, "data").astype(np.float64)
         if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
