@@ -299,6 +299,16 @@ def test_bad_hierarchy_refused_before_any_model_call(hierarchy, words):
         assert word in str(error.value)
 
 
+def test_a_list_of_nested_trees_is_one_per_example():
+    model = mlp(4, dtype=torch.float64)
+    x = torch.randn(2, 4, dtype=torch.float64)
+    trees = [[[0, 1], [2, 3]], [[0, 2], [1, 3]]]
+    together = OwenValue(model).attribute(x, target=0, hierarchy=trees)
+    for n, tree in enumerate(trees):
+        alone = OwenValue(model).attribute(x[n : n + 1], target=0, hierarchy=tree)
+        torch.testing.assert_close(together[n : n + 1], alone, atol=1e-12, rtol=0)
+
+
 def test_bad_per_example_hierarchy_and_type_errors():
     with pytest.raises(ValueError, match=r"hierarchy\[1\] misses"):
         OwenValue(_Refuses()).attribute(
@@ -314,7 +324,7 @@ def test_too_deep_and_too_large_refused_with_counts():
     chain: object = 0
     for i in range(1, 600):
         chain = [chain, i]
-    with pytest.raises(ValueError, match=r"more than 512 levels deep"):
+    with pytest.raises(ValueError, match=r"hierarchy is 599 levels deep; at most MAX_DEPTH = 512"):
         Hierarchy.from_nested(chain)
     with pytest.raises(ValueError, match=r"2,097,152 coalitions") as error:
         OwenValue(_Refuses()).attribute(torch.ones(1, 21), hierarchy=list(range(21)))

@@ -153,6 +153,20 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
         return Outcome(phi[:, :d])
 
 
+def _per_example_nested(hierarchy: Any, game: CoalitionGame) -> list[Hierarchy] | None:
+    """One Hierarchy per example from a list of nested trees, or None if it is not one."""
+    if not isinstance(hierarchy, (list, tuple)) or len(hierarchy) != game.batch_size:
+        return None
+    counts = game.features.features_per_example().tolist()
+    try:
+        return [
+            Hierarchy.from_nested(item, num_features=counts[n] if len(counts) > 1 else counts[0])
+            for n, item in enumerate(hierarchy)
+        ]
+    except (ValueError, TypeError):
+        return None
+
+
 def _resolve(hierarchy: Any, game: CoalitionGame) -> Hierarchy | list[Hierarchy]:
     """The hierarchy of each example, checked against the mask's feature ids."""
     d = game.num_features
@@ -163,7 +177,14 @@ def _resolve(hierarchy: Any, game: CoalitionGame) -> Hierarchy | list[Hierarchy]
         hierarchy.check_features(d)
         return hierarchy
     if not (hierarchy and all(isinstance(h, Hierarchy) for h in hierarchy)):
-        return Hierarchy.from_nested(hierarchy, num_features=d)
+        try:
+            return Hierarchy.from_nested(hierarchy, num_features=d)
+        except ValueError:
+            # a list with one nested tree per example, which cannot be one tree
+            per_example = _per_example_nested(hierarchy, game)
+            if per_example is None:
+                raise
+            hierarchy = per_example
     if len(hierarchy) != game.batch_size:
         raise ValueError(
             f"hierarchy is a list of {len(hierarchy)} hierarchies but inputs has "

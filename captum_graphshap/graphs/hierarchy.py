@@ -322,9 +322,9 @@ def parse_nested(nested: Nested) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
                 continue
             if len(path) >= MAX_DEPTH:
                 raise ValueError(
-                    f"hierarchy is more than {MAX_DEPTH} levels deep (a node at depth "
-                    f"{len(path)}); at most MAX_DEPTH = {MAX_DEPTH} are supported. Rebalance it, "
-                    "e.g. Hierarchy.balanced or average linkage instead of single linkage."
+                    f"hierarchy is {nested_depth(nested)} levels deep; at most MAX_DEPTH = "
+                    f"{MAX_DEPTH} are supported. Rebalance it, e.g. Hierarchy.balanced, or "
+                    "average linkage instead of single linkage."
                 )
             node = len(parent)
             parent.append(up)
@@ -344,6 +344,21 @@ def parse_nested(nested: Nested) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
         parent.append(up)
         leaf_id.append(int(item))
     return np.asarray(parent, dtype=np.int64), np.asarray(leaf_id, dtype=np.int64)
+
+
+def nested_depth(nested: Nested) -> int:
+    """Edges on the longest root-to-leaf path of nested lists (one-child lists not counted)."""
+    deepest = 0
+    stack = [(nested, 0)]
+    while stack:
+        item, depth = stack.pop()
+        while isinstance(item, (list, tuple)) and len(item) == 1:
+            item = item[0]
+        if isinstance(item, (list, tuple)) and item:
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            deepest = max(deepest, depth)
+    return deepest
 
 
 def _check_ids(ids: npt.NDArray[np.int64], d: int) -> None:
