@@ -125,12 +125,18 @@ def test_one_level_is_the_owen_formula():
     torch.testing.assert_close(phi[0], expected, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("leftover", ["profile", "equal"])
 @pytest.mark.parametrize("budget", [None, 2, 7, 40, 500])
-def test_efficiency_exact_and_budgeted(budget):
+def test_efficiency_exact_and_budgeted(budget, leftover):
     model = mlp(12, dtype=torch.float64)
     x = torch.randn(3, 12, dtype=torch.float64)
     result = OwenValue(model).attribute(
-        x, target=0, hierarchy=LineGraph(12).hierarchy(), budget=budget, return_evaluations=True
+        x,
+        target=0,
+        hierarchy=LineGraph(12).hierarchy(),
+        budget=budget,
+        leftover=leftover,
+        return_evaluations=True,
     )
     gap = model(x)[:, 0] - model(torch.zeros_like(x))[:, 0]
     torch.testing.assert_close(result.attributions.sum(1), gap.detach(), atol=1e-10, rtol=0)
@@ -345,6 +351,8 @@ def test_a_costly_node_does_not_stall_the_walk():
 
 @pytest.mark.parametrize("budget", [0, 1, -3])
 def test_budget_below_two_refused(budget):
+    with pytest.raises(ValueError, match="leftover must be one of"):
+        OwenValue(_Refuses()).attribute(torch.ones(1, 4), leftover="uniform")
     with pytest.raises(ValueError, match="budget must be >= 2"):
         OwenValue(_Refuses()).attribute(torch.ones(1, 4), budget=budget)
     with pytest.raises(TypeError, match="budget must be an int"):
@@ -361,10 +369,13 @@ def test_budgeted_walk_on_a_synthetic_game_is_efficient_and_counts_evaluations()
         return game.table[codes]
 
     for budget in (2, 5, 9, 30, 10**6):
-        phi, spent = budgeted_winter_values(evaluate, [h], budget, torch.device("cpu"))
-        assert int(spent[0]) <= budget
-        total = float(game.table[-1] - game.table[0])
-        assert abs(float(phi.sum()) - total) < 1e-10
+        for leftover in ("profile", "equal"):
+            phi, spent = budgeted_winter_values(
+                evaluate, [h], budget, torch.device("cpu"), leftover=leftover
+            )
+            assert int(spent[0]) <= budget
+            total = float(game.table[-1] - game.table[0])
+            assert abs(float(phi.sum()) - total) < 1e-10
     expected = brute_winter(h.to_nested(), game.value, 10)
     torch.testing.assert_close(
         phi[0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=0
@@ -424,3 +435,34 @@ def test_inside_llm_attribution_and_llm_shapley():
     )
     torch.testing.assert_close(batched.seq_attr, captum.seq_attr, atol=1e-5, rtol=1e-5)
     assert batched.seq_attr.shape == (inp.n_itp_features,)
+
+
+def test_profile_leftover_follows_the_splits_it_saw():
+    # an additive game: a feature's gain is the same in every context, so a node's
+    # children's gains where it was split predict its unsplit contexts
+    weights = torch.tensor([3.0, -1.0, 0.5, 2.0, -2.5, 1.0, 0.25, 4.0], dtype=torch.float64)
+
+    def model(x):
+        return (x * weights).sum(1, keepdim=True)
+
+    x = torch.ones(1, 8, dtype=torch.float64)
+    h = Hierarchy.balanced(8)
+    errors = {}
+    for leftover in ("profile", "equal"):
+        errors[leftover] = [
+            float(
+                (
+                    OwenValue(model).attribute(
+                        x, target=0, hierarchy=h, budget=b, leftover=leftover
+                    )
+                    - weights
+                )
+                .abs()
+                .sum()
+            )
+            for b in (6, 14, 20, 30, 44)
+        ]
+    # equal until a node is split in two contexts, then strictly closer; both exact at 44
+    assert all(p <= e + 1e-12 for p, e in zip(errors["profile"], errors["equal"]))
+    assert errors["profile"][2] < errors["equal"][2] and errors["profile"][3] < errors["equal"][3]
+    assert errors["profile"][-1] < 1e-12 and errors["equal"][-1] < 1e-12

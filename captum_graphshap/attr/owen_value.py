@@ -13,8 +13,13 @@ from .._compat import is_int
 from ..engine.coalition_game import CoalitionGame
 from ..graphs import FeatureGraph
 from ..graphs.hierarchy import Hierarchy, parse_nested
-from ..plans.limits import MAX_COALITIONS
-from ..plans.owen import budgeted_winter_values, winter_coalition_count, winter_value_plan
+from ..plans.limits import MAX_COALITIONS, check_choice
+from ..plans.owen import (
+    LEFTOVER_SHARES,
+    budgeted_winter_values,
+    winter_coalition_count,
+    winter_value_plan,
+)
 from ._options import check_generator
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .graph_family import resolve_graphs
@@ -42,12 +47,18 @@ class OwenOptions(Options):
             coalitions. When the exact plan needs more, the budgeted walk
             splits the nodes of largest contribution first (SHAP's
             ``max_evals``); it stays efficient.
+        leftover: how the budgeted walk shares what it leaves unsplit among
+            a node's leaves: ``"profile"`` (default: each child's average
+            gain where the node was split, shifted to the unsplit total;
+            equal shares where it never was) or ``"equal"`` (SHAP's).
+            ``benchmarks/partition.py --cases leftover`` measures both.
         generator: accepted for the common signature; the Winter value and
             the budgeted walk draw nothing at random (ties keep tree order).
     """
 
     hierarchy: HierarchyArgument = None
     budget: int | None = None
+    leftover: str = "profile"
     generator: torch.Generator | None = None
 
     def __post_init__(self) -> None:
@@ -64,6 +75,7 @@ class OwenOptions(Options):
                     f"coalition), got {self.budget}."
                 )
         check_generator(self.generator)
+        check_choice(self.leftover, LEFTOVER_SHARES, "leftover")
 
 
 def as_hierarchy_argument(value: Any) -> Any:
@@ -149,7 +161,9 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
                 example_index, coalitions, distinct=True, show_progress=show_progress, desc=desc
             )
 
-        phi, _ = budgeted_winter_values(evaluate, hierarchies, limit, game.device)
+        phi, _ = budgeted_winter_values(
+            evaluate, hierarchies, limit, game.device, leftover=options.leftover
+        )
         return Outcome(phi[:, :d])
 
 

@@ -265,8 +265,8 @@ class Hierarchy:
         return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
 
     def tensors(self, device: torch.device | str = "cpu") -> dict[str, Tensor]:
-        """``parent``, ``leaf_id``, ``num_children``, ``start``, ``size``, ``order`` as tensors."""
-        names = ("parent", "leaf_id", "num_children", "start", "size", "order")
+        """``parent``, ``leaf_id``, ``num_children``, ``level``, ``start``, ``size``, ``order``."""
+        names = ("parent", "leaf_id", "num_children", "level", "start", "size", "order")
         return {
             name: torch.as_tensor(np.array(getattr(self, name)), device=device) for name in names
         }

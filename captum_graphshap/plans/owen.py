@@ -25,10 +25,11 @@ makes under ``max_evals``, batched: a (node, context) item costs
 ``2^k - 2`` evaluations to split into its children's items; each round
 splits, per example, the items of largest ``|v(c + B) - v(c)| * weight``
 (doubling the evaluations spent, so rounds are few and each is one engine
-call over the batch); what is left unsplit at the budget is shared equally
-by the node's leaves (SHAP's ``lower_credit``). Every split keeps the sum, so
-the estimate is efficient, and run to the end it is the exact Winter value.
-``benchmarks/partition.py`` compares both with SHAP.
+call over the batch); what is left unsplit at the budget goes down to the
+leaves by the node's children's average gains where it was split (or in
+equal shares, SHAP's ``lower_credit``, ``leftover="equal"``). Every split
+keeps the sum, so the estimate is efficient, and run to the end it is the
+exact Winter value. ``benchmarks/partition.py`` compares both with SHAP.
 """
 
 from __future__ import annotations
@@ -45,11 +46,15 @@ from ..graphs.hierarchy import Hierarchy
 from .linear import popcount, shapley_from_all_coalitions, shapley_weights
 
 __all__ = [
+    "LEFTOVER_SHARES",
     "NodeUnionCoalitions",
     "budgeted_winter_values",
     "winter_coalition_count",
     "winter_value_plan",
 ]
+
+#: ``leftover=`` choices of :func:`budgeted_winter_values`
+LEFTOVER_SHARES = ("profile", "equal")
 
 #: Nodes with more children than this are never split by the budgeted walk
 #: (``2^k - 2`` evaluations); their items keep the equal share.
@@ -199,12 +204,15 @@ class Forest:
     size: Tensor
     leaf_id: Tensor
     tree: Tensor
+    level: Tensor
     roots: Tensor  # (T,)
     orders: Tensor  # (T, d), padded with d
 
     @classmethod
     def of(cls, hierarchies: Sequence[Hierarchy], d: int, device: torch.device) -> Forest:
-        parts: dict[str, list[Tensor]] = {k: [] for k in ("parent", "kids", "start", "size")}
+        parts: dict[str, list[Tensor]] = {
+            k: [] for k in ("parent", "kids", "start", "size", "level")
+        }
         parts.update(leaf=[], tree=[], pos=[], children=[])
         roots, orders, base = [], [], 0
         k_max = max(max(int(h.num_children.max()), 1) for h in hierarchies)
@@ -216,6 +224,7 @@ class Forest:
             parts["kids"].append(arrays["num_children"])
             parts["start"].append(arrays["start"])
             parts["size"].append(arrays["size"])
+            parts["level"].append(arrays["level"])
             parts["leaf"].append(arrays["leaf_id"])
             parts["tree"].append(torch.full((n,), t, dtype=torch.long))
             # pre-order numbers siblings left to right: a child's position is its
@@ -249,6 +258,7 @@ class Forest:
             size=size,
             leaf_id=cat("leaf"),
             tree=cat("tree"),
+            level=cat("level"),
             roots=torch.tensor(roots, dtype=torch.long, device=device),
             orders=torch.stack(orders).to(device),
         )
@@ -498,11 +508,16 @@ def budgeted_winter_values(
     hierarchies: Sequence[Hierarchy],
     budget: int,
     device: torch.device,
+    leftover: str = "profile",
 ) -> tuple[Tensor, Tensor]:
     """Winter values within ``budget`` evaluations per example, one hierarchy per example.
 
     Returns ``(N, d)`` float64 attributions and the ``(N,)`` evaluations
     spent (never above ``budget``). Exact when the budget covers every split.
+    ``leftover`` shares what is left unsplit among a node's leaves:
+    ``"equal"`` (SHAP's ``lower_credit``) or ``"profile"`` (each child's
+    average gain per unit weight where the node was split, shifted to the
+    unsplit total; equal shares where it never was); both efficient.
     """
     distinct = list(dict.fromkeys(hierarchies))
     d = max(h.num_features for h in hierarchies)
@@ -524,6 +539,7 @@ def budgeted_winter_values(
         torch.ones(batch, dtype=torch.float64, device=device),
     )
     items = _credit_leaves(items, forest, credit)
+    profile = _Profile.empty(batch, forest)
     while items.example.numel():
         chosen = _choose(items, forest, spent, budget)
         if not bool(chosen.any()):
@@ -531,9 +547,67 @@ def budgeted_winter_values(
         split = items.select(chosen)
         items = items.select(~chosen)
         children = _split(split, forest, evaluate, spent)
+        profile.record(split, children)
         items = _Items.cat([items, _credit_leaves(children, forest, credit)])
-    _share_equally(items, forest, tree_of, credit)
+    if leftover == "equal":
+        _share_equally(items, forest, tree_of, credit)
+    else:
+        profile.share(items, forest, credit)
     return credit, spent
+
+
+@dataclass
+class _Profile:
+    """Per (example, node): weight of the node's splits, and gain its items received."""
+
+    split_weight: Tensor  # (N, nodes)
+    received: Tensor  # (N, nodes)
+
+    @classmethod
+    def empty(cls, batch: int, forest: Forest) -> _Profile:
+        shape = (batch, forest.parent.shape[0])
+        device = forest.parent.device
+        zeros = torch.zeros(shape, dtype=torch.float64, device=device)
+        return cls(zeros, zeros.clone())
+
+    def record(self, split: _Items, children: _Items) -> None:
+        self.split_weight.index_put_((split.example, split.node), split.weight, accumulate=True)
+        gain = (children.high - children.low) * children.weight
+        self.received.index_put_((children.example, children.node), gain, accumulate=True)
+
+    def share(self, items: _Items, forest: Forest, credit: Tensor) -> None:
+        """Push unsplit totals down the tree, level by level, to the leaves.
+
+        A node B's unsplit total g (weight w) gives child C
+        ``g |C| / |B| + w (r_C - |C| / |B| sum_C' r_C')``, with ``r_C`` the
+        gain C's items received per unit of B's split weight: the children's
+        average split, shifted so the shares add up to g.
+        """
+        total = torch.zeros_like(self.received)
+        weight = torch.zeros_like(self.received)
+        gain = (items.high - items.low) * items.weight
+        total.index_put_((items.example, items.node), gain, accumulate=True)
+        weight.index_put_((items.example, items.node), items.weight, accumulate=True)
+        inner = forest.parent >= 0
+        parent = forest.parent.clamp(min=0)
+        received_by_children = torch.zeros_like(self.received).index_add_(
+            1, parent[inner], self.received[:, inner]
+        )
+        for level in range(1, int(forest.level.max()) + 1 if forest.level.numel() else 1):
+            nodes = torch.nonzero(forest.level == level)[:, 0]
+            up = parent[nodes]
+            fraction = forest.size[nodes].double() / forest.size[up].double()
+            split = self.split_weight[:, up]
+            safe = split.clamp(min=torch.finfo(torch.float64).tiny)
+            shift = torch.where(
+                split > 0,
+                self.received[:, nodes] / safe - fraction * received_by_children[:, up] / safe,
+                0.0,
+            )
+            total[:, nodes] += total[:, up] * fraction + weight[:, up] * shift
+            weight[:, nodes] += weight[:, up]
+        leaves = torch.nonzero(forest.leaf_id >= 0)[:, 0]
+        credit.index_add_(1, forest.leaf_id[leaves], total[:, leaves])
 
 
 def _split_cost(items: _Items, forest: Forest) -> Tensor:
