@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
     from .attr import Explanation as Explanation
     from .attr import LShapley as LShapley
     from .attr import MyersonValue as MyersonValue
+    from .attr import OwenValue as OwenValue
     from .attr import PairedKernelShap as PairedKernelShap
     from .attr import ShapleyResiduals as ShapleyResiduals
     from .attr import ShapleySampling as ShapleySampling
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
     from .attr import clear_caches as clear_caches
     from .graphs import FeatureGraph as FeatureGraph
     from .graphs import GridGraph as GridGraph
+    from .graphs import Hierarchy as Hierarchy
     from .graphs import LineGraph as LineGraph
     from .graphs import SuperpixelGraph as SuperpixelGraph
 
@@ -39,9 +41,11 @@ _LAZY = {
     "ExplanationGraph": ".analysis",
     "FeatureGraph": ".graphs",
     "GridGraph": ".graphs",
+    "Hierarchy": ".graphs",
     "LShapley": ".attr",
     "LineGraph": ".graphs",
     "MyersonValue": ".attr",
+    "OwenValue": ".attr",
     "PairedKernelShap": ".attr",
     "ShapleyResiduals": ".attr",
     "ShapleySampling": ".attr",

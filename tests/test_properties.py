@@ -69,6 +69,7 @@ CASES = [
     Case("BayesShap", (("estimator", "kernel"), ("return_uncertainty", True))),
     Case("BayesShap", (("estimator", "walsh_gp"), ("return_uncertainty", True))),
     Case("MyersonValue", budgeted=False),
+    Case("OwenValue"),
     Case("LShapley", (("k", 1),), efficient=False, budgeted=False),
     Case("CShapley", (("k", 2),), efficient=False, budgeted=False),
     Case("BivariateShapley", (("estimator", "permutation"),), efficient=False),

@@ -7,6 +7,7 @@ from .caches import clear_caches
 from .exact_shapley import ExactShapley
 from .l_shapley import LShapley
 from .myerson_value import MyersonValue
+from .owen_value import OwenValue
 from .paired_kernel_shap import PairedKernelShap
 from .result import Explanation
 from .shapley_residuals import ShapleyResiduals
@@ -21,6 +22,7 @@ __all__ = [
     "Explanation",
     "LShapley",
     "MyersonValue",
+    "OwenValue",
     "PairedKernelShap",
     "ShapleyResiduals",
     "ShapleySampling",

@@ -7,7 +7,7 @@ Modules, each importing only those above it in this list:
 :mod:`~captum_graphshap.graphs.distances` (hop distances and balls),
 :mod:`~captum_graphshap.graphs.connected_sets` (enumeration, components,
 boundaries), :mod:`~captum_graphshap.graphs.caches` (bounded per-graph caches,
-:func:`clear_caches`), ``feature_graph`` (the
+:func:`clear_caches`), ``hierarchy`` (feature trees, :class:`Hierarchy`), ``feature_graph`` (the
 :class:`FeatureGraph` class) and ``standard``
 (line, grid and superpixel graphs, the default graph of an input).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .caches import clear_caches
 from .feature_graph import FeatureGraph
+from .hierarchy import Hierarchy
 from .standard import (
     GridGraph,
     LineGraph,
@@ -28,6 +29,7 @@ from .standard import (
 __all__ = [
     "FeatureGraph",
     "GridGraph",
+    "Hierarchy",
     "LineGraph",
     "SuperpixelGraph",
     "clear_caches",

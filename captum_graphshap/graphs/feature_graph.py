@@ -36,6 +36,7 @@ from ._validation import check_count, check_limit, check_node
 from .bitsets import NodesLike, bits, nodes_to_mask, sorted_rows
 from .caches import GraphCache
 from .edges import EdgeArray, MatrixLike
+from .hierarchy import Hierarchy
 
 __all__ = ["FeatureGraph"]
 
@@ -482,6 +483,15 @@ class FeatureGraph:
         return sets.boundary_of_mask(self._neighbour_masks, self._mask_of(nodes)).bit_count()
 
     # -------------------------------------------------------------- helpers
+
+    def hierarchy(self) -> Hierarchy:
+        """A :class:`~captum_graphshap.Hierarchy` over the nodes: balanced halves of the ids.
+
+        Right for graphs whose ids follow a sequence (words, segments);
+        :class:`~captum_graphshap.GridGraph` and
+        :class:`~captum_graphshap.SuperpixelGraph` split by geometry and colour.
+        """
+        return Hierarchy.balanced(self._num_nodes)
 
     def __copy__(self) -> FeatureGraph:
         # Immutable: a copy may share everything, caches included.

@@ -7,6 +7,7 @@ any feature mask (words over sub-word tokens, patches over pixels).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from torch import Tensor
 from ._validation import as_numpy, check_count
 from .edges import region_edges
 from .feature_graph import FeatureGraph
+from .hierarchy import Hierarchy
 
 __all__ = [
     "GridGraph",
@@ -72,6 +74,19 @@ class GridGraph(FeatureGraph):
         across = np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1)
         down = np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1)
         self._setup(self.height * self.width, np.concatenate([across, down]))
+
+    def hierarchy(self, arity: int = 2) -> Hierarchy:
+        """Rectangles halved recursively: a :class:`~captum_graphshap.Hierarchy` of the cells.
+
+        Args:
+            arity: 2 (default) halves the longer side of each rectangle (rows
+                and columns alternate on a square): a binary tree, about
+                ``0.67 d^2`` coalitions for the exact Winter value; 4 splits
+                both sides at once (a quad-tree), ``2^4 - 2`` coalitions per split.
+        """
+        if arity not in (2, 4):
+            raise ValueError(f"arity must be 2 (halving) or 4 (quad-tree), got {arity!r}.")
+        return Hierarchy(_rectangles(0, self.height, 0, self.width, self.width, arity))
 
     def feature_mask(self) -> Tensor:
         """Long ``(height, width)`` tensor of the node ids (``arange`` reshaped)."""
@@ -225,12 +240,98 @@ class SuperpixelGraph(FeatureGraph):
         )
         return cls(labels)
 
+    def hierarchy(self, image: Tensor | np.ndarray | None = None) -> Hierarchy:
+        """Adjacent superpixels merged by mean colour: a binary :class:`~.Hierarchy`.
+
+        Ward-style agglomeration: the adjacent pair whose merge adds the least
+        squared colour deviation (``n_a n_b / (n_a + n_b) |mean_a - mean_b|^2``,
+        n in pixels) merges first; regions with no adjacent pair left merge
+        by the same cost.
+
+        Args:
+            image: the segmented image, numpy ``(H, W, C)``/``(H, W)`` or torch
+                ``(C, H, W)``/``(H, W)``, of the label map's size. None merges
+                by the regions' centres instead (geometry only).
+        """
+        return Hierarchy.from_linkage(_colour_linkage(self, image))
+
     def __repr__(self) -> str:
         height, width = self.feature_mask.shape
         return (
             f"SuperpixelGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"image={height}x{width})"
         )
+
+
+def _rectangles(top: int, bottom: int, left: int, right: int, width: int, arity: int) -> Any:
+    """Nested cell ids of rows ``[top, bottom)`` and columns ``[left, right)``, split in turn."""
+    rows, cols = bottom - top, right - left
+    if rows * cols == 1:
+        return top * width + left
+    row_cuts = [top, bottom]
+    col_cuts = [left, right]
+    if arity == 4 or rows >= cols:
+        row_cuts = [top, top + rows // 2, bottom] if rows > 1 else row_cuts
+    if arity == 4 or cols > rows:
+        col_cuts = [left, left + cols // 2, right] if cols > 1 else col_cuts
+    return [
+        _rectangles(a, b, c, e, width, arity)
+        for a, b in itertools.pairwise(row_cuts)
+        for c, e in itertools.pairwise(col_cuts)
+    ]
+
+
+def _colour_linkage(graph: SuperpixelGraph, image: Tensor | np.ndarray | None) -> np.ndarray:
+    """A linkage ``(n - 1, 4)`` of Ward merges of adjacent regions by mean colour."""
+    labels = graph.feature_mask.numpy()
+    if image is None:
+        array = np.moveaxis(np.indices(labels.shape), 0, -1).astype(np.float64)
+    elif isinstance(image, Tensor):
+        array = image.detach().cpu().double().numpy()
+        if array.ndim == 3 and array.shape[0] in (1, 3, 4):
+            array = np.moveaxis(array, 0, -1)
+    else:
+        array = np.asarray(image, dtype=np.float64)
+    if array.shape[:2] != labels.shape:
+        raise ValueError(
+            f"image must have the label map's size {labels.shape}, got shape {array.shape}."
+        )
+    pixels = array.reshape(labels.size, -1)
+    n = graph.num_nodes
+    count = np.bincount(labels.ravel(), minlength=n).astype(np.float64)
+    sums = np.zeros((n, pixels.shape[1]))
+    np.add.at(sums, labels.ravel(), pixels)
+    means = {i: sums[i] / count[i] for i in range(n)}
+    sizes = {i: count[i] for i in range(n)}
+    members = {i: 1 for i in range(n)}
+    neighbours: dict[int, set[int]] = {i: set() for i in range(n)}
+    for a, b in graph.edges():
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    rows = []
+    for t in range(n - 1):
+        best = (np.inf, -1, -1)
+        for a in means:
+            pool = neighbours[a] or (set(means) - {a})  # isolated: merge by colour alone
+            for b in pool:
+                if b > a or not neighbours[a]:
+                    cost = sizes[a] * sizes[b] / (sizes[a] + sizes[b])
+                    cost *= float(np.sum((means[a] - means[b]) ** 2))
+                    if best[1] < 0 or cost < best[0]:
+                        best = (cost, min(a, b), max(a, b))
+        cost, a, b = best
+        new = n + t
+        total = sizes[a] + sizes[b]
+        means[new] = (means.pop(a) * sizes[a] + means.pop(b) * sizes[b]) / total
+        sizes[new] = total
+        members[new] = members.pop(a) + members.pop(b)
+        joined = (neighbours.pop(a) | neighbours.pop(b)) - {a, b}
+        for c in joined:
+            neighbours[c] -= {a, b}
+            neighbours[c].add(new)
+        neighbours[new] = joined
+        rows.append([a, b, cost, members[new]])
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
 
 
 #: Fewer segments than this on an image is warned about (SLIC on noise gives 1).

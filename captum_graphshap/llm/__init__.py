@@ -16,6 +16,7 @@ from typing import Any
 
 from .llm_shapley import LLMBivariateResult, LLMShapley
 from .prompt_graph import prompt_graph
+from .prompt_hierarchy import prompt_hierarchy
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +31,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["LLMBivariateResult", "LLMShapley", "prompt_graph"]
+__all__ = ["LLMBivariateResult", "LLMShapley", "prompt_graph", "prompt_hierarchy"]

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .hierarchy import token_hierarchy, word_hierarchy
+from .hierarchy_view import node_values, plot_hierarchy, visualize_hierarchy
 from .visualize import visualize_words
 from .words import token_baselines, token_feature_mask, word_feature_mask
 
@@ -51,4 +53,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["token_baselines", "token_feature_mask", "visualize_words", "word_feature_mask"]
+__all__ = [
+    "node_values",
+    "plot_hierarchy",
+    "token_baselines",
+    "token_feature_mask",
+    "token_hierarchy",
+    "visualize_hierarchy",
+    "visualize_words",
+    "word_feature_mask",
+    "word_hierarchy",
+]
