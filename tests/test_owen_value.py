@@ -17,11 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from captum_graphshap import ExactShapley, GridGraph, Hierarchy, LineGraph, OwenValue
-from captum_graphshap.plans.owen import (
-    budgeted_winter_values,
-    winter_coalition_count,
-    winter_value_plan,
-)
+from captum_graphshap.plans.owen import winter_coalition_count, winter_value_plan
+from captum_graphshap.plans.owen_budgeted import budgeted_winter_values
 from tests.reference import TableGame, brute_shapley, mlp, model_game
 
 

@@ -14,12 +14,8 @@ from ..engine.coalition_game import CoalitionGame
 from ..graphs import FeatureGraph
 from ..graphs.hierarchy import Hierarchy, parse_nested
 from ..plans.limits import MAX_COALITIONS, check_choice
-from ..plans.owen import (
-    LEFTOVER_SHARES,
-    budgeted_winter_values,
-    winter_coalition_count,
-    winter_value_plan,
-)
+from ..plans.owen import winter_coalition_count, winter_value_plan
+from ..plans.owen_budgeted import LEFTOVER_SHARES, budgeted_winter_values
 from ._options import check_generator
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .graph_family import resolve_graphs

@@ -19,6 +19,10 @@ from torch import Tensor
 #: pass over the ``(pairs, pairs)`` covariance, and from order three on the
 #: likelihood mostly chose decays of 0.01-0.1 per two orders.
 MAX_ORDER = 7
+#: Eigenvalues of a normal matrix below this share of its largest are treated as
+#: zero by :func:`pseudo_inverse` (a null direction of the design: left out
+#: instead of amplifying rounding by 1e16).
+NULL_EIGENVALUE = 1e-11
 
 
 def add_feature(sums: Tensor, weight: Tensor) -> None:
@@ -163,3 +167,29 @@ def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) 
     covariances = packed.new_zeros(*packed.shape[:3], rows, rows)
     covariances[..., second, first] = packed
     return covariances
+
+
+def pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
+    """The pseudo-inverse of the symmetric ``normal`` ``(..., d, d)`` and the log of its
+    pseudo-determinant, eigenvalues below :data:`NULL_EIGENVALUE` of the largest
+    dropped.
+
+    Where the design separates every feature this is the inverse to rounding;
+    where it does not (a null direction, singular up to rounding) the fit takes
+    the minimum-norm split of the unseen direction instead of amplifying
+    rounding error along it (an exact-zero-pivot test misses those).
+    """
+    values, vectors = torch.linalg.eigh(normal)
+    floor = NULL_EIGENVALUE * values[..., -1:].clamp_min(0.0)
+    kept = values > floor
+    inverse_values = torch.where(kept, 1.0 / torch.where(kept, values, 1.0), 0.0)
+    inverse = (vectors * inverse_values[..., None, :]) @ vectors.mT
+    log_det = torch.where(kept, torch.log(torch.where(kept, values, 1.0)), 0.0).sum(dim=-1)
+    return inverse, log_det
+
+
+def cholesky_solve(rhs: Tensor, factor: Tensor) -> Tensor:
+    """``K^-1 rhs`` from ``K``'s lower Cholesky factor: two triangular solves, which
+    torch runs about twice as fast as ``torch.cholesky_solve`` (same result)."""
+    half = torch.linalg.solve_triangular(factor, rhs, upper=False)
+    return torch.linalg.solve_triangular(factor.mT, half, upper=True)
