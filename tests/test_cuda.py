@@ -95,6 +95,46 @@ def test_the_unbiased_estimators_give_the_cpu_result_on_the_gpu(cls, options):
     assert torch.allclose(results["cpu"], results["cuda"], atol=1e-7, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("cls", "d", "budget"),
+    [
+        (cg.PairedKernelShap, 12, 26),  # the fewest pairs: redrawn designs, pseudo-inverse
+        (cg.PairedKernelShap, 14, 1100),  # the process adjusted over the extra pairs
+        (cg.PairedKernelShap, 14, 4096),
+        (cg.BayesShap, 14, 4200),  # the full posterior up to 2,048 pairs, adjusted beyond
+        (cg.PairedKernelShap, 201, 600),  # orderings and single features' samples
+    ],
+    ids=["fewest_pairs", "adjusted_1100", "adjusted_4096", "bayes_4200", "filled_orderings"],
+)
+def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, budget):
+    x = torch.randn(3, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = mlp(d, outputs=1).to(device)
+        generator = torch.Generator().manual_seed(0)  # designs drawn on the host, moved once
+        out = cls(model).attribute(x.to(device), target=0, budget=budget, generator=generator)
+        assert out.device.type == device
+        results[device] = out.cpu()
+    scale = results["cpu"].abs().max()
+    assert torch.allclose(results["cpu"], results["cuda"], atol=1e-6 * float(scale), rtol=0)
+
+
+@pytest.mark.parametrize("budget", [None, 30])
+def test_owen_values_give_the_cpu_result_on_the_gpu(budget):
+    d = 10
+    x = torch.randn(3, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    hierarchy = [[0, 1, 2], [[3, 4], [5, 6, 7]], [8, 9]]
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = mlp(d, outputs=1).to(device)
+        out = cg.OwenValue(model).attribute(
+            x.to(device), target=0, hierarchy=hierarchy, budget=budget
+        )
+        assert out.device.type == device
+        results[device] = out.cpu()
+    assert torch.allclose(results["cpu"], results["cuda"], atol=1e-9, rtol=0)
+
+
 def test_hessian_vector_products_under_vmap_on_the_gpu():
     d = 5
     x = torch.randn(2, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
