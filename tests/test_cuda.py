@@ -96,17 +96,21 @@ def test_the_unbiased_estimators_give_the_cpu_result_on_the_gpu(cls, options):
 
 
 @pytest.mark.parametrize(
-    ("cls", "d", "budget"),
+    ("cls", "d", "budget", "agree"),
+    # the relative agreement each case holds: the process's covariance is jittered at
+    # 1e-10 of its diagonal, so at the fewest pairs (d pairs, a near-singular fit) LAPACK
+    # and cuSOLVER round apart by 6e-4 of the attributions (H200: 0.1373 against 0.1378
+    # error against exact), at 2,049 factorised rows by 1.5e-6; elsewhere to 1e-11
     [
-        (cg.PairedKernelShap, 12, 26),  # the fewest pairs: redrawn designs, pseudo-inverse
-        (cg.PairedKernelShap, 14, 1100),  # the process adjusted over the extra pairs
-        (cg.PairedKernelShap, 14, 4096),
-        (cg.BayesShap, 14, 4200),  # the full posterior up to 2,048 pairs, adjusted beyond
-        (cg.PairedKernelShap, 201, 600),  # orderings and single features' samples
+        (cg.PairedKernelShap, 12, 26, 2e-3),  # the fewest pairs: redrawn designs
+        (cg.PairedKernelShap, 14, 1100, 1e-8),  # the process adjusted over the extra pairs
+        (cg.PairedKernelShap, 14, 4096, 1e-8),
+        (cg.BayesShap, 14, 4200, 1e-5),  # the full posterior up to 2,048 pairs
+        (cg.PairedKernelShap, 201, 600, 1e-8),  # orderings and single features' samples
     ],
     ids=["fewest_pairs", "adjusted_1100", "adjusted_4096", "bayes_4200", "filled_orderings"],
 )
-def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, budget):
+def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, budget, agree):
     x = torch.randn(3, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     results = {}
     for device in ("cpu", "cuda"):
@@ -116,7 +120,7 @@ def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, bud
         assert out.device.type == device
         results[device] = out.cpu()
     scale = results["cpu"].abs().max()
-    assert torch.allclose(results["cpu"], results["cuda"], atol=1e-6 * float(scale), rtol=0)
+    assert torch.allclose(results["cpu"], results["cuda"], atol=agree * float(scale), rtol=0)
 
 
 @pytest.mark.parametrize("budget", [None, 30])
