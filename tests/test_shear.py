@@ -361,3 +361,31 @@ def test_a_model_without_derivatives_is_refused_clearly(kind):
             Shear(model).attribute(
                 torch.randn(2, 6), target=0, n_samples=8, cross_contribution=kind
             )
+
+
+class FusedAttention(torch.nn.Module):
+    """Self-attention through torch's fused kernel, whose CPU backward has no derivative."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Linear(1, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.embed(x[..., None])[:, None]  # (N, 1 head, d, 8)
+        mixed = torch.nn.functional.scaled_dot_product_attention(tokens, tokens, tokens)
+        return mixed.sum(dim=(1, 2, 3))
+
+
+def test_a_model_without_second_derivatives_falls_back_to_gradients():
+    """Fused attention kernels have no double backward on the CPU: 'auto' takes the
+    cooperators from gradient differences, with a warning; 'hessian' says why it cannot."""
+    model = FusedAttention(6)
+    x = torch.randn(2, 6)
+    with pytest.warns(UserWarning, match="no second derivative"):
+        phi = Shear(model).attribute(x, budget=200)
+    with torch.no_grad():
+        gap = model(x) - model(torch.zeros_like(x))
+    torch.testing.assert_close(phi.sum(1), gap, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        Shear(model).attribute(x, budget=200, cross_contribution="hessian")

@@ -167,7 +167,21 @@ def cross_contributions(game: CoalitionGame, kind: str, who: str = "Shear") -> T
         _charge(game, GRADIENT_COST * (d + 1))
         return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
     deltas = tuple(x - b for x, b in zip(game.inputs, baselines))
-    eta = hessian_cross_contributions(value_fn, game.inputs, deltas, masks, d)
+    try:
+        eta = hessian_cross_contributions(value_fn, game.inputs, deltas, masks, d)
+    except RuntimeError as error:
+        # a layer without a second derivative (torch's fused attention kernels on the
+        # CPU, say): the Hessian form cannot be had at all
+        if "not implemented" not in str(error) or kind == "hessian":
+            raise
+        warnings.warn(
+            f"the model has no second derivative ({str(error).splitlines()[0]}): the "
+            "cooperators come from gradient differences (cross_contribution='gradient', "
+            "d + 1 gradient rows per example).",
+            stacklevel=3,
+        )
+        _charge(game, GRADIENT_COST * (d + 1))
+        return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
     _charge(game, HVP_COST * d)
     flat = vanishing(eta)
     if not bool(flat.any()):
