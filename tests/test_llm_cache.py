@@ -65,9 +65,10 @@ def spy(model: torch.nn.Module, calls: list[dict]) -> None:
     model.forward = recorded  # type: ignore[method-assign]
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warnings(name):
-    model, tokenizer = MODELS[name](), toy_task.LetterTokenizer()
+def scored_against_captum(model: torch.nn.Module) -> list[dict]:
+    """LLMShapley's default scoring of the prompt, checked against Captum's uncached
+    token-by-token values with no deprecation warning; returns the forwards' keywords."""
+    tokenizer = toy_task.LetterTokenizer()
     inp = TextTokenInput(PROMPT, tokenizer)
     reference = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
         inp, target=ANSWER, forward_in_tokens=True, use_cached_outputs=False
@@ -83,6 +84,13 @@ def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warni
     assert not deprecations, [str(w.message) for w in deprecations]
     torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ours.seq_attr, reference.seq_attr, atol=1e-5, rtol=1e-4)
+    return calls
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warnings(name):
+    model = MODELS[name]()
+    calls = scored_against_captum(model)
     # a transformers causal LM: one forward per chunk over prompt and answer, logits
     # at the T + 1 positions that predict the answer, no cache
     assert is_causal_lm(model)
@@ -91,23 +99,10 @@ def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warni
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_prompt_cache_path_equals_captums_uncached_values(name):
-    model, tokenizer = MODELS[name](), toy_task.LetterTokenizer()
+    model = MODELS[name]()
     model.__class__ = type("Unregistered", (type(model),), {})  # not in the causal-LM list
     assert not is_causal_lm(model)
-    inp = TextTokenInput(PROMPT, tokenizer)
-    reference = LLMAttribution(ShapleyValues(model), tokenizer).attribute(
-        inp, target=ANSWER, forward_in_tokens=True, use_cached_outputs=False
-    )
-    calls: list[dict] = []
-    spy(model, calls)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ours = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(inp, target=ANSWER)
-    deprecations = [
-        w for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))
-    ]
-    assert not deprecations, [str(w.message) for w in deprecations]
-    torch.testing.assert_close(ours.token_attr, reference.token_attr, atol=1e-5, rtol=1e-4)
+    calls = scored_against_captum(model)
     # the current keyword, never the deprecated one; two forwards per chunk:
     # the prompts (logits at the last position only) and the answer's first two tokens
     assert cache_keyword(model) == "cache"
