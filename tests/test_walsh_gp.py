@@ -579,3 +579,28 @@ def test_the_leave_one_out_scale_refits_without_each_row() -> None:
     want = (torch.stack(residuals).square() * precisions).mean()
     got = walsh_gp._leave_one_out_scale(signs, best)[0]
     torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+
+
+def test_the_held_out_comparison_prefers_the_surrogate_that_predicts_unseen_pairs() -> None:
+    """The cubic surrogate fitted on the fitted pairs is compared with a rival's
+    predictions on the others: a rival that predicts them exactly wins, one that
+    predicts nothing loses."""
+    from captum_graphshap.plans.regression_adjusted import cubic_predicts_better
+
+    d, pairs = 9, 200
+    cpu = torch.device("cpu")
+    design = walsh_gp.walsh_gp_design(d, pairs, torch.Generator().manual_seed(0), cpu, fit_pairs=80)
+    assert design.fitted is not None
+    rows = design.plan().coalitions.dense().double()
+    game = PairwiseGame(d, seed=1)
+    x = torch.randn(2, d, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    values = torch.stack([game(rows * xi) for xi in x])
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    others = torch.ones(pairs, dtype=torch.bool)
+    others[design.fitted] = False
+    truth = ((inside - outside) / 2)[:, others]
+    assert not cubic_predicts_better(
+        design.sampled, design.weights, values, design.fitted, truth
+    ).any()
+    blank = torch.zeros_like(truth)
+    assert cubic_predicts_better(design.sampled, design.weights, values, design.fitted, blank).all()

@@ -231,3 +231,31 @@ def even_pairwise(sampled: Tensor, weights: Tensor, even: Tensor) -> Tensor:
     matrix = solution.new_zeros(even.shape[0], d, d)
     matrix[:, upper[0], upper[1]] = solution[:, 1:]
     return matrix + matrix.transpose(1, 2)
+
+
+def cubic_predicts_better(
+    sampled: Tensor, weights: Tensor, values: Tensor, fitted: Tensor, rival: Tensor
+) -> Tensor:
+    """``(N,)`` bool: where the cubic surrogate fitted on the pairs ``fitted`` predicts
+    the odd part of the other pairs better than ``rival`` ``(N, P')`` does
+    (kernel-weighted squared error over those ``P' = P - len(fitted)`` pairs).
+
+    ``values`` ``(N, 2 + 2P)`` as :func:`cubic_shapley` reads them. Both
+    surrogates see the same pairs, so the comparison is an honest held-out one:
+    :func:`~captum_graphshap.plans.walsh_gp.adjusted_posterior` keeps the
+    process's surrogate only where it predicts unseen coalitions better.
+    """
+    pairs = sampled.shape[0]
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    odd, even = (inside - outside) / 2, (inside + outside) / 2
+    others = torch.ones(pairs, dtype=torch.bool, device=sampled.device)
+    others[fitted] = False
+    inner, weight = sampled[fitted], weights[fitted]
+    count = triple_count(inner.shape[1], len(fitted))
+    triples = ranked_triples(inner, weight, even[:, fitted], count, None)
+    total = (values[:, 1] - values[:, 0]) / 2
+    surrogate = fit_odd_surrogate(inner, weight, odd[:, fitted], total, triples)
+    held = weights[others].to(odd.dtype)
+    cubic_error = ((odd[:, others] - surrogate.values(sampled[others])).square() * held).sum(1)
+    rival_error = ((odd[:, others] - rival).square() * held).sum(1)
+    return cubic_error < rival_error

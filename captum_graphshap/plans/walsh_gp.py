@@ -42,6 +42,7 @@ from ..engine.plan import DenseCoalitions, Plan
 from .paired_designs import kernel_shapley
 from .regression_adjusted import (
     MAX_PAIRWISE_FIT_FEATURES,
+    cubic_predicts_better,
     cubic_shapley,
     even_pairwise,
     triple_count,
@@ -99,6 +100,10 @@ MAX_FEATURES = 32
 MAX_PAIRS = 2048
 #: ... and more than this ``d x pairs^2`` (the covariance's build).
 MAX_WORK = 2**26
+#: Beyond its fitted pairs the adjusted process hands an example to the plain
+#: cubic fit where that predicts the other pairs better, once they number at
+#: least this share of the fitted ones (fewer make a noisy comparison).
+HELD_OUT_SHARE = 1.0
 #: Floats of covariance work per chunk of examples (about 256 MiB in float64).
 CHUNK_FLOATS = 32 * 1024 * 1024
 #: With more observed rows than this, the prior is chosen by the restricted
@@ -362,9 +367,16 @@ def adjusted_posterior(
         ],
         dim=1,
     )
-    correction = cubic_shapley(sampled, weights, residual, triple_count(d, pairs))
-    mean = posterior.mean + correction.to(posterior.mean.dtype)
-    return WalshGPPosterior(mean, posterior.variance, posterior.dof)
+    count = triple_count(d, pairs)
+    mean = posterior.mean + cubic_shapley(sampled, weights, residual, count).to(torch.float64)
+    if len(fitted) * HELD_OUT_SHARE <= pairs - len(fitted):
+        # enough unseen pairs to tell: where the cubic surrogate predicts them better
+        # than the process, the plain cubic fit over every pair is the estimate
+        cubic_wins = cubic_predicts_better(sampled, weights, values, fitted, posterior.predicted)
+        if bool(cubic_wins.any()):
+            cubic = cubic_shapley(sampled, weights, values, count).to(torch.float64)
+            mean = torch.where(cubic_wins[:, None], cubic, mean)
+    return WalshGPPosterior(mean.to(posterior.mean.dtype), posterior.variance, posterior.dof)
 
 
 def _relevance_scale(
