@@ -337,10 +337,13 @@ def adjusted_posterior(
     ``len(fitted) + 1`` rows per prior, whatever the budget, and with few
     pairs besides the fitted ones it is the process itself, so more pairs
     refine it instead of handing over to another estimator
-    (``benchmarks/README.md``, "Regression-adjusted process"). Efficient:
-    ``g``'s odd part at the full coalition is the observed one.
-    ``variance``: the fitted process's posterior variances, which the
-    adjustment only tightens.
+    (``benchmarks/README.md``, "Regression-adjusted process"). Once the other
+    pairs are at least :data:`HELD_OUT_SHARE` times the fitted ones, an example
+    whose other pairs a cubic surrogate on the fitted pairs predicts better
+    than the process (held out: neither saw them) takes the plain cubic fit
+    over every pair instead. Efficient: ``g``'s odd part at the full
+    coalition is the observed one. ``variance``: the fitted process's
+    posterior variances, an upper bound for an estimate that saw more pairs.
     """
     pairs, d = sampled.shape
     others = torch.ones(pairs, dtype=torch.bool, device=sampled.device)
