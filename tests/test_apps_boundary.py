@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -65,24 +64,13 @@ def test_importing_every_library_subpackage_loads_no_app():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize(
-    ("package", "name", "new_home"),
-    [
-        ("captum_graphshap.llm", "toy_task", "captum_graphshap.apps"),
-    ],
-)
-def test_moved_names_still_work_for_one_release_with_a_warning(package, name, new_home):
-    import importlib
+def test_the_task_model_lives_in_the_apps_only():
+    """``captum_graphshap.llm.toy_task``'s deprecation shim is gone: the library no
+    longer reaches up into the apps."""
+    import captum_graphshap.llm as llm
+    from captum_graphshap.apps import toy_task
 
-    module = importlib.import_module(package)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = getattr(module, name)
-    assert old is getattr(importlib.import_module(new_home), name)
-    assert any(
-        issubclass(w.category, DeprecationWarning) and new_home in str(w.message) for w in caught
-    )
-    assert name not in module.__all__
+    assert not hasattr(llm, "toy_task") and callable(toy_task.trained_model)
 
 
 @pytest.mark.parametrize("name", ["minilm_path", "explain_sentiment", "load_minilm"])

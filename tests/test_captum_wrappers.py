@@ -1,6 +1,6 @@
 """Captum's wrappers with our classes: LLMAttribution, NoiseTunnel, DataLoaderAttribution.
 
-The LLM is a tiny GPT-2 trained in-process (tests/llm_task.py) on a task with a
+The LLM is the tiny GPT-2 of captum_graphshap.apps.toy_task (shipped weights) on a task with a
 known answer: the next token is the letter after the marker ``#``.
 """
 
@@ -26,7 +26,7 @@ from .optional_deps import optional
 
 optional("transformers")
 
-from . import llm_task  # noqa: E402  (needs transformers)
+from captum_graphshap.apps import toy_task as llm_task  # noqa: E402  (needs transformers)
 
 #: (class, options): every class whose output shape fits LLMAttribution
 LLM_METHODS = [

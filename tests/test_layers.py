@@ -41,12 +41,6 @@ LAYERS = {
 #: Non-blank, non-comment lines (docstrings count) a library module may have.
 MAX_CODE_LINES = 600
 MAX_MODULE_DOCSTRING_LINES = 40
-#: Modules whose docstrings are being rewritten on other branches; the docstring
-#: and date checks skip them until those land (then this set is emptied).
-DOCSTRINGS_REWRITTEN_ELSEWHERE = {"plans/odd_fit.py"}
-#: ``(from, to)`` subpackage imports that still run upward: ``llm``'s deprecated
-#: ``toy_task`` name, imported from ``apps`` on demand until it goes.
-KNOWN_UPWARD = {("llm", "apps")}
 #: An ISO date, or a month and year.
 DATE = re.compile(
     r"\b(19|20)\d\d-[01]\d-[0-3]\d\b|\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
@@ -123,7 +117,7 @@ def test_imports_point_down_only():
         f"{source} (layer {LAYERS[source]}) imports {target} (layer {LAYERS[target]})"
         for source, targets in _edges().items()
         for target in targets
-        if LAYERS[target] > LAYERS[source] and (source, target) not in KNOWN_UPWARD
+        if LAYERS[target] > LAYERS[source]
     )
     assert not upward, upward
 
@@ -284,13 +278,9 @@ def test_code_lines_leave_out_blanks_and_comments_only():
     assert code_lines('"""Doc.\n\nMore."""\n\n# why\nx = 1  # inline\n    # indented\n') == 3
 
 
-def _docstring_checked(path: Path) -> bool:
-    return str(path.relative_to(PACKAGE)) not in DOCSTRINGS_REWRITTEN_ELSEWHERE
-
-
 def test_no_module_docstring_is_longer_than_the_bound():
     long = {}
-    for path in filter(_docstring_checked, _library_modules()):
+    for path in _library_modules():
         body = ast.parse(path.read_text()).body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             lines = (body[0].end_lineno or body[0].lineno) - body[0].lineno + 1
@@ -302,7 +292,7 @@ def test_no_module_docstring_is_longer_than_the_bound():
 def test_no_date_in_library_docstrings_or_comments():
     dated = [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()[:80]}"
-        for path in filter(_docstring_checked, _library_modules())
+        for path in _library_modules()
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if DATE.search(line)
     ]
