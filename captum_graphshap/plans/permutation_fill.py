@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
-from .draws import uniform
+from .draws import distinct_ids, uniform
 from .permutations import pair_antithetic, permutation_contributions, prefix_coalitions
 
 #: Rows per extra sample: ``A``, ``A + i`` and their complements.
@@ -42,22 +42,20 @@ def filled_permutation_plan(
     chosen, before = extra_samples(d, d, generator, ranks.device)
     with_feature = before.clone()
     with_feature[torch.arange(d, device=ranks.device), chosen] = True
-
-    def planned(count: int) -> Tensor:
-        parts = (before[:count], with_feature[:count], ~before[:count], ~with_feature[:count])
-        return torch.cat([prefixes, *parts])
-
+    # every candidate row in order: the prefixes, then each extra sample's four rows
+    samples = torch.stack([before, with_feature, ~before, ~with_feature], dim=1)
+    candidates = torch.cat([prefixes, samples.reshape(-1, d)])
     # the most extra samples whose distinct rows fit (neighbours in the fresh
-    # ordering share rows, so often more than the rows left / 4)
-    low, high = 0, d
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(torch.unique(planned(middle), dim=0)) <= rows:
-            low = middle
-        else:
-            high = middle - 1
-    extras = low
-    coalitions = planned(extras).to(device)
+    # ordering share rows, so often more than the rows left / 4): distinct rows
+    # among each prefix of the candidates, from one pass of ids
+    ids = distinct_ids(candidates)
+    position = torch.arange(len(ids), device=ids.device)
+    first = torch.full((int(ids.max()) + 1,), len(ids), device=ids.device)
+    first = first.scatter_reduce(0, ids, position, "amin")
+    distinct = (first[ids] == position).cumsum(0)  # distinct rows among the first k + 1
+    ends = len(prefixes) - 1 + ROWS_PER_EXTRA * torch.arange(1, d + 1, device=ids.device)
+    extras = int((distinct[ends] <= rows).sum())
+    coalitions = candidates[: len(prefixes) + ROWS_PER_EXTRA * extras].to(device)
     chosen = chosen[:extras].to(device)
     ordered = ranks.to(device)
 
@@ -72,7 +70,7 @@ def filled_permutation_plan(
         phi = samples.sum(dim=1)
         if extras == 0:
             return phi / samples.shape[1]
-        a, a_i, rest, rest_i = values[:, count:].reshape(batch, 4, extras).unbind(1)
+        a, a_i, rest, rest_i = values[:, count:].reshape(batch, extras, 4).unbind(2)
         extra = ((a_i - a) + (rest - rest_i)) / 2  # (N, extras)
         taken = torch.zeros(d, dtype=values.dtype, device=values.device)
         taken[chosen] = 1.0
