@@ -195,7 +195,7 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     triples = walsh_kernel.triple_parities(d, torch.device("cpu"))
     weights = torch.full((1, len(triples)), 0.2, dtype=torch.float64)
     weights[0, 0] = 5.0  # (0, 1, 2) comes first
-    mean, spread = walsh_gp.posterior_means(signs, odd, scale, True, triples=weights)
+    mean, spread, _ = walsh_gp.posterior_parts(signs, odd, scale, True, triples=weights)
     assert spread is not None
 
     parities = [t for k in (1, 3, 5, 7) for t in itertools.combinations(range(d), k)]
@@ -496,7 +496,7 @@ def test_the_process_interpolates_its_observations() -> None:
     mean, _, predicted = walsh_gp.posterior_parts(signs, odd, scale + 0.5, predict=signs)
     assert predicted is not None
     torch.testing.assert_close(predicted, odd, rtol=1e-6, atol=1e-8)
-    torch.testing.assert_close(mean, walsh_gp.posterior_means(signs, odd, scale + 0.5)[0])
+    torch.testing.assert_close(mean, walsh_gp.posterior_parts(signs, odd, scale + 0.5)[0])
     relevance = scale + 0.5
     variances = walsh_kernel.order_variances(d, 0.1)[None]
     top = variances.shape[1] - 1

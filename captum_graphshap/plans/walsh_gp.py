@@ -420,15 +420,16 @@ def _unit_mean(scale: Tensor) -> Tensor:
     return torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
 
 
-def posterior_means(
+def posterior_parts(
     signs: Tensor,
     odd: Tensor,
     scale: Tensor,
     variance: bool = False,
     *,
     triples: Tensor | None = None,
-) -> tuple[Tensor, Tensor | None]:
-    """Posterior means of ``phi`` ``(E, d)`` and (``variance``) their variances.
+    predict: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Posterior means of ``phi`` ``(E, d)``, (``variance``) their variances, and predictions.
 
     ``signs`` ``(rows, d)`` the observed coalitions in +-1, ``odd`` ``(E, rows)``
     their odd parts, ``scale`` ``(E, d)`` the relevance before its power,
@@ -439,23 +440,10 @@ def posterior_means(
     (order two) are reproduced exactly; the parities of order three and up
     form the Gaussian process, whose scale is profiled out and whose shape
     (relevance power x decay) is chosen per example by the restricted
-    likelihood.
+    likelihood. With ``predict`` ``(rows', d)`` (+-1) the third result is the
+    posterior means of the odd part at those coalitions ``(E, rows')``
+    (:func:`adjusted_posterior`), else None.
     """
-    mean, spread, _ = posterior_parts(signs, odd, scale, variance, triples=triples)
-    return mean, spread
-
-
-def posterior_parts(
-    signs: Tensor,
-    odd: Tensor,
-    scale: Tensor,
-    variance: bool = False,
-    *,
-    triples: Tensor | None = None,
-    predict: Tensor | None = None,
-) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """:func:`posterior_means`, and with ``predict`` ``(rows', d)`` (+-1) the posterior
-    means of the odd part at those coalitions ``(E, rows')`` (:func:`adjusted_posterior`)."""
     d = signs.shape[1]
     top = min(MAX_ORDER, d)
     best = _best_prior(signs, odd, _candidate_priors(scale, triples), top)
