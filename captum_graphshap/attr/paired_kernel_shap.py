@@ -154,28 +154,11 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             values = game.evaluate(endpoints, distinct=True)
             return Outcome(values[:, 1:] - values[:, :1])
         count = self._samples(options, d)
-        estimator = options.estimator
+        plan, estimator = None, options.estimator
         if estimator == "auto":
             plan, estimator = auto_plan(d, count, options.generator, game.device)
-            if plan is not None:
-                values = evaluate_plan(game, plan, show_progress, self.progress_desc)
-                return Outcome(
-                    check_attribution_scale(type(self).__name__, values, plan.estimator(values))
-                )
-        if estimator == "kernel" and options.budget is not None:
-            # budget= counts distinct evaluations: draw until they are all spent
-            plan = filled_kernel_plan(d, count // 2, options.generator, game.device)
-        elif estimator == "kernel":
-            plan = paired_kernel_plan(d, count, options.generator, game.device)
-        elif estimator == "regression_mc":
-            plan = regression_mc_plan(d, (count + 1) // 2, options.generator, game.device)
-        elif estimator == "walsh_gp":
-            check_walsh_gp_pairs(d, count // 2, options.budget is not None)
-            plan = walsh_gp_plan(d, count // 2, options.generator, game.device)
-        else:
-            triples = 0 if estimator == "stratified" else None
-            pairs = (count + 1) // 2
-            plan = cubic_kernel_plan(d, pairs, options.generator, game.device, triples=triples)
+        if plan is None:
+            plan = chosen_plan(estimator, d, count, options, game.device)
         values = evaluate_plan(game, plan, show_progress, self.progress_desc)
         return Outcome(check_attribution_scale(type(self).__name__, values, plan.estimator(values)))
 
@@ -214,6 +197,25 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             f"lower {'budget' if options.budget is not None else 'n_samples'} or group features",
         )
         return count
+
+
+def chosen_plan(
+    estimator: str, d: int, count: int, options: PairedKernelShapOptions, device: torch.device
+) -> Plan:
+    """The plan of a named ``estimator`` (not ``"auto"``) for ``count + 2`` evaluations."""
+    generator = options.generator
+    if estimator == "kernel" and options.budget is not None:
+        # budget= counts distinct evaluations: draw until they are all spent
+        return filled_kernel_plan(d, count // 2, generator, device)
+    if estimator == "kernel":
+        return paired_kernel_plan(d, count, generator, device)
+    if estimator == "regression_mc":
+        return regression_mc_plan(d, (count + 1) // 2, generator, device)
+    if estimator == "walsh_gp":
+        check_walsh_gp_pairs(d, count // 2, options.budget is not None)
+        return walsh_gp_plan(d, count // 2, generator, device)
+    triples = 0 if estimator == "stratified" else None
+    return cubic_kernel_plan(d, (count + 1) // 2, generator, device, triples=triples)
 
 
 def auto_plan(
