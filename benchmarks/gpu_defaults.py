@@ -11,7 +11,10 @@ connected sets on the 7 x 7 grid) refuse this size, as they should.
 For each call (timed after one untimed call of its own, as the bare model is
 timed after its own; the first call's seconds are printed beside it): model
 rows (counted by wrapping the model), seconds, rows per
-second and their share of the bare model's rows per second (resnet18 alone
+second and their share of the bare model's rows per second (for ``Shear``,
+whose budget also buys derivatives, the share counts its forward equivalents:
+the forward rows plus 4 per Hessian-vector product row and 3 per gradient row,
+the library's count) (resnet18 alone
 on random batches of 256, 512 and 1,024 images, the best), next to Captum's
 ``ShapleyValueSampling`` (``budget // 50`` orderings: 20, 1,000 evaluations) and ``KernelShap``
 (1,024 samples, one image per call as Captum runs it; timed on ``--captum-images``
@@ -133,6 +136,20 @@ def main() -> None:
             continue
         rows = counted.rows
         share = rows / seconds / bare
+        if cls is cg.Shear:
+            # its budget buys derivatives too: count them as the library does, in forward
+            # equivalents (4 per Hessian-vector product row, 3 per gradient row)
+            _, evaluations = explainer.attribute(
+                x[:1],
+                target=target,
+                feature_mask=mask,
+                return_evaluations=True,
+                **options,
+                **seeded(),
+            )
+            equivalents = int(evaluations[0]) * args.images
+            name = f"{name} [{equivalents:,} forward equivalents with its derivatives]"
+            share = equivalents / seconds / bare
         theirs = captum.get(peer) if peer else None
         theirs_text = f"{theirs:9.2f}" if theirs is not None else "        -"
         print(

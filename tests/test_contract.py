@@ -78,8 +78,8 @@ BUDGETED = {
 }
 #: forward equivalents Shear adds per example for its Hessian cross-contributions
 #: (ShearOptions: one gradient-tracked check forward plus 4 per Hessian-vector
-#: product, d of them); an exact plan (n_samples >= 2^d) needs none.
-SHEAR_HESSIAN_COST = 1 + 4 * D
+#: product, d + 1 of them with "auto"'s probe); an exact plan (n_samples >= 2^d) needs none.
+SHEAR_HESSIAN_COST = 1 + 4 * (D + 1)
 
 
 def cases(classes, check):
@@ -534,9 +534,9 @@ def test_n_evaluations_is_what_the_model_saw_and_nothing_stays_on_the_explainer(
     assert count.shape == (N,) and count.dtype == torch.long
     assert int(model.per_example.sum()) == model.rows  # every row was attributed
     derivatives = SHEAR_HESSIAN_COST if cls is cg.Shear else 0
-    # Shear: one differentiability check (N rows), then one Hessian-vector product per
-    # feature, the directions stacked along the batch (D * N rows).
-    assert model.grad_rows == ((1 + D) * N if cls is cg.Shear else 0)
+    # Shear: one differentiability check (N rows), the probe's Hessian-vector product
+    # (N rows), then one per feature, the directions stacked along the batch (D * N rows).
+    assert model.grad_rows == ((2 + D) * N if cls is cg.Shear else 0)
     torch.testing.assert_close(count, model.per_example + derivatives, atol=0, rtol=0)
     if cls in (cg.ExactShapley, cg.ShapleyResiduals, cg.BivariateShapley):
         assert count.tolist() == [2**D] * N  # every coalition once
@@ -598,7 +598,7 @@ def test_budget_is_honoured_and_reported(cls, extra, budget):
     options = options_for(cls, budget=budget, **extra)
     options.pop("n_samples", None)
     call = dict(target=1, additional_forward_args=(None, IDS), return_evaluations=True)
-    derivatives = 1 + 4 * D_BUDGET if cls is cg.Shear else 0
+    derivatives = 1 + 4 * D_BUDGET if cls is cg.Shear else 0  # cross_contribution="hessian"
     if cls is cg.Shear and budget < 4 * D_BUDGET + derivatives:
         # too small for N = 4 rows per feature plus the Hessian: refused unrun
         with pytest.raises(ValueError, match="budget"):

@@ -22,6 +22,10 @@ from captum_graphshap.engine.derivatives import (
     HVP_COST,
     cross_contribution_cost,
     cross_contributions,
+    derivative_setup,
+    hessian_feature_matrix,
+    hessian_vanishes,
+    in_chunks,
     taylor_cost,
     taylor_expansion,
 )
@@ -39,9 +43,10 @@ def mlp(activation: type[nn.Module], d: int) -> nn.Module:
     [
         (nn.Tanh, "hessian", lambda d: 1 + HVP_COST * d),
         (nn.Tanh, "gradient", lambda d: 1 + GRADIENT_COST * (d + 1)),
-        (nn.Tanh, "auto", lambda d: 1 + HVP_COST * d),  # no fallback needed
-        # a ReLU network's Hessian is 0: "auto" pays for both forms, its stated maximum
-        (nn.ReLU, "auto", lambda d: cross_contribution_cost("auto", d)),
+        (nn.Tanh, "auto", lambda d: 1 + HVP_COST * (d + 1)),  # the probe, no fallback
+        # a ReLU network's Hessian is 0: the probe says so, and "auto" pays for it and
+        # the gradient form only
+        (nn.ReLU, "auto", lambda d: 1 + HVP_COST + GRADIENT_COST * (d + 1)),
     ],
 )
 def test_cross_contributions_charge_their_forward_equivalents(activation, kind, expected):
@@ -117,3 +122,57 @@ def _no_warning() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         yield
+
+
+def test_the_probe_finds_a_hessian_that_cancels_along_the_summed_deltas():
+    """f = (x_1 - x_2)^2 at x = (1, 1) from 0: H (delta_1 + delta_2) = 0, yet
+    delta_1' H delta_2 = -2; the probe's random weights must not be fooled, and
+    "auto" must give the Hessian form's cross-contributions, counted as such."""
+
+    def model(x):
+        return ((x[:, 0] - x[:, 1]) ** 2)[:, None]
+
+    x = torch.ones(1, 2, dtype=torch.float64)
+    game, _ = prepare_game(model, x, 0.0, target=0)
+    before = game.evaluations.clone()
+    with _no_warning():
+        eta = cross_contributions(game, "auto")
+    torch.testing.assert_close(eta[0], torch.tensor([[4.0, 4.0], [4.0, 4.0]], dtype=torch.float64))
+    assert (game.evaluations - before).tolist() == [1 + HVP_COST * 3]
+
+
+@pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh, nn.Identity])
+def test_the_probe_agrees_with_the_full_hessian_on_whether_it_vanishes(activation):
+    d = 6
+    model = mlp(activation, d)
+    x = torch.randn(4, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    game, _ = prepare_game(model, x, 0.0, target=1)
+    value_fn, baselines = derivative_setup(game)
+    deltas = tuple(t - b for t, b in zip(game.inputs, baselines))
+    masks = game.features.masks
+    probe = hessian_vanishes(value_fn, game.inputs, deltas, masks, d)
+    full = hessian_feature_matrix(value_fn, game.inputs, deltas, masks, d)
+    assert probe.tolist() == full.flatten(1).eq(0).all(dim=1).tolist()
+    assert bool(probe.all()) == (activation is not nn.Tanh)
+
+
+def test_out_of_memory_halves_a_derivative_chunk_and_keeps_the_finished_ones():
+    calls = []
+
+    def step(ids):
+        calls.append(ids.tolist())
+        if ids.numel() > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return ids * 10
+
+    parts = in_chunks(torch.arange(7), 4, step)
+    assert torch.cat(parts).tolist() == [0, 10, 20, 30, 40, 50, 60]
+    assert calls == [[0, 1, 2, 3], [0, 1], [2, 3], [4, 5], [6]]
+
+
+def test_an_error_other_than_out_of_memory_is_not_retried():
+    def step(ids):
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        in_chunks(torch.arange(4), 4, step)

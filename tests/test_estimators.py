@@ -292,8 +292,9 @@ def test_shear_regression_is_exact_with_every_coalition_and_reports_derivatives(
         return_evaluations=True,
     )
     assert result._fields == ("attributions", "derivative_evaluations", "n_evaluations")
-    assert result.derivative_evaluations.tolist() == [1 + 4 * d] * 2
-    assert result.n_evaluations.tolist() == [1 + 4 * d + d * 16] * 2
+    # a checking forward, the probe's Hessian-vector product, then d of them
+    assert result.derivative_evaluations.tolist() == [1 + 4 * (d + 1)] * 2
+    assert result.n_evaluations.tolist() == [1 + 4 * (d + 1) + d * 16] * 2
 
 
 def test_shear_regression_beats_antithetic_permutations_at_equal_cost():
@@ -391,3 +392,26 @@ def test_bad_options_are_refused_before_any_model_call(cls, kwargs, match):
 def test_all_coalitions_helper_agrees_with_brute_force():
     table = torch.randn(2**5, generator=seeded(9), dtype=torch.float64)
     torch.testing.assert_close(shapley_from_all_coalitions(table[None])[0], brute(table))
+
+
+def test_above_32_features_the_default_fit_is_exact_for_a_game_of_order_three():
+    """Beyond the Walsh process's features "auto" fits the cubic surrogate with a
+    quarter of the triples and no cross-validation; a game of order three whose
+    triples interact in the even part is still fitted exactly."""
+    from captum_graphshap.plans.regression_adjusted import WIDE_FEATURES, fitted_triple_count
+
+    d = WIDE_FEATURES + 4
+    a = torch.randn(d, generator=seeded(3), dtype=torch.float64)
+
+    def model(z):
+        return (z @ a + 3.0 * z[:, [0, 1, 2]].prod(dim=1) - 2.0 * z[:, [4, 5, 7]].prod(dim=1))[
+            :, None
+        ]
+
+    exact = a.clone()
+    exact[[0, 1, 2]] += 1.0
+    exact[[4, 5, 7]] -= 2.0 / 3.0
+    assert 0 < fitted_triple_count(d, 511) < triple_count(d, 511)
+    x = torch.ones(2, d, dtype=torch.float64)
+    got = PairedKernelShap(model).attribute(x, target=0, budget=1024, generator=seeded(4))
+    torch.testing.assert_close(got, exact.expand(2, d), rtol=0, atol=1e-8)

@@ -255,3 +255,35 @@ def test_even_pairwise_is_the_weighted_minimum_norm_fit():
             mine[:, upper[0], upper[1]], solution[1:].T, rtol=1e-8, atol=1e-10
         )
         torch.testing.assert_close(mine, mine.transpose(1, 2))
+
+
+def test_blocked_normal_equations_equal_the_streamed_fold_system():
+    """Above the Walsh tables' features the one-count fit builds its Grams blockwise
+    (the linear block once for the batch): the same Grams and targets as the design's."""
+    from captum_graphshap.plans.odd_fit import blocked_normal_equations
+
+    sampled, weights, odd, total, strength = game(24, 5, 300, seed=8)
+    triples = select_triples(strength, 30)
+    grams, targets = blocked_normal_equations(sampled, weights, odd, triples)
+    system = FoldSystems(sampled, weights, odd, triples, 1)
+    torch.testing.assert_close(grams, system.whole_gram(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(targets, system.targets[0], rtol=1e-12, atol=1e-12)
+    mine, _ = select_and_fit(sampled, weights, odd, total, triples, [30], 1)
+    torch.testing.assert_close(mine, reference_fit(sampled, weights, odd, total, triples))
+
+
+def test_the_pairwise_projection_is_the_minimum_norm_fit_a_plan_keeps():
+    from captum_graphshap.plans.regression_adjusted import even_pairwise, pairwise_projection
+
+    sampled, weights, odd, _, _ = game(40, 3, 200, seed=9)  # 200 pairs, 781 parameters
+    projection = pairwise_projection(sampled, weights, torch.float64)
+    assert projection.shape == (200, 40 * 39 // 2)
+    s = 2 * sampled.double() - 1
+    upper = torch.triu_indices(40, 40, 1)
+    design = torch.cat(
+        [torch.ones(s.shape[0], 1, dtype=torch.float64), s[:, upper[0]] * s[:, upper[1]]], 1
+    )
+    root = weights.double().sqrt()[:, None]
+    solution = torch.linalg.pinv(design * root) @ (odd.T * root)
+    mine = even_pairwise(sampled, weights, odd, projection)
+    torch.testing.assert_close(mine[:, upper[0], upper[1]], solution[1:].T, rtol=1e-8, atol=1e-10)

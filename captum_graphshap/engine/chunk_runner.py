@@ -191,7 +191,7 @@ class ChunkRun:
         """Whether a failed chunk of ``units`` units is retried (smaller) instead of raised."""
         if units == 1 or isinstance(error, AggregatedOutput):
             return False
-        if _out_of_memory(error):
+        if is_out_of_memory(error):
             pacer.out_of_memory(units)
             # the game's later runs (each output of a multi-output model, the next
             # plan of a method) start at the size that fitted, so the chunk the
@@ -281,7 +281,7 @@ def takes_one_prompt(forward_func: Callable[..., Any]) -> bool:
     return isinstance(owner, LLMAttribution) and not getattr(owner, "batches_coalitions", False)
 
 
-def _out_of_memory(error: BaseException) -> bool:
+def is_out_of_memory(error: BaseException) -> bool:
     """CUDA's ``OutOfMemoryError`` and CPU allocation failures; no other error."""
     if isinstance(error, torch.OutOfMemoryError):
         return True

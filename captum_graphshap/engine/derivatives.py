@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .chunk_runner import is_out_of_memory
 from .coalition_game import CoalitionGame
 from .features import feature_sums
 
@@ -56,6 +57,11 @@ CROSS_CONTRIBUTIONS: tuple[str, ...] = ("auto", "hessian", "gradient")
 #: stacked copies of the batch: bounds the memory of the copies, their
 #: tangents and the model's activations in one double backward.
 ELEMENTS_PER_CHUNK = 2**22
+#: ... and on an accelerator, where calls of a few rows leave it idle: at
+#: 2^22, 16 resnet18 images at 224 x 224 went one direction per call and SHEAR's
+#: derivatives ran at a fifth of the bare forward's rows per second (H200).
+#: Out of memory halves a chunk; finished chunks are kept.
+ACCELERATOR_ELEMENTS_PER_CHUNK = 2**25
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,8 @@ def cross_contribution_cost(kind: str, d: int) -> int:
         + {
             "hessian": HVP_COST * d,
             "gradient": GRADIENT_COST * (d + 1),
-            "auto": HVP_COST * d + GRADIENT_COST * (d + 1),
+            # the probe, the d products, and the fallback where they all vanish
+            "auto": HVP_COST * (d + 1) + GRADIENT_COST * (d + 1),
         }[kind]
     )
 
@@ -154,8 +161,10 @@ def cross_contributions(game: CoalitionGame, kind: str, who: str = "Shear") -> T
 
     ``kind``: ``"hessian"`` (:func:`hessian_cross_contributions`, ``d`` HVPs),
     ``"gradient"`` (:func:`gradient_cross_contributions`, ``d + 1``
-    gradients), or ``"auto"``: the Hessian form, and the gradient form for
-    the examples where it vanishes (:func:`vanishing`), with a warning.
+    gradients), or ``"auto"``: one product first (:func:`hessian_vanishes`),
+    the gradient form alone where it vanishes for every example; otherwise
+    the Hessian form, and the gradient form for the examples where that
+    vanishes (:func:`vanishing`). A warning says when the gradient form served.
     Warnings name the caller's caller (a method's ``cross_contributions`` or
     ``explain``).
     """
@@ -163,11 +172,29 @@ def cross_contributions(game: CoalitionGame, kind: str, who: str = "Shear") -> T
     value_fn, baselines = derivative_setup(game, who)
     masks = game.features.masks
     d = game.num_features
-    if kind == "gradient":
+
+    def gradient_form() -> Tensor:
         _charge(game, GRADIENT_COST * (d + 1))
         return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
+
+    if kind == "gradient":
+        return gradient_form()
     deltas = tuple(x - b for x, b in zip(game.inputs, baselines))
     try:
+        if kind == "auto":
+            # one product first: on a piecewise-linear model (a ReLU network) it
+            # is 0 and the d products the Hessian form needs would all be 0 too
+            _charge(game, HVP_COST)
+            if bool(hessian_vanishes(value_fn, game.inputs, deltas, masks, d).all()):
+                warnings.warn(
+                    f"the Hessian cross-contributions are all zero for {game.batch_size} of "
+                    f"{game.batch_size} examples (a piecewise-linear model such as a ReLU "
+                    "network, or a model without interactions); their cooperators come from "
+                    "gradient differences (cross_contribution='gradient', d + 1 gradient "
+                    "rows per example).",
+                    stacklevel=3,
+                )
+                return gradient_form()
         eta = hessian_cross_contributions(value_fn, game.inputs, deltas, masks, d)
     except RuntimeError as error:
         # a layer without a second derivative (torch's fused attention kernels on the
@@ -180,8 +207,7 @@ def cross_contributions(game: CoalitionGame, kind: str, who: str = "Shear") -> T
             "d + 1 gradient rows per example).",
             stacklevel=3,
         )
-        _charge(game, GRADIENT_COST * (d + 1))
-        return gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
+        return gradient_form()
     _charge(game, HVP_COST * d)
     flat = vanishing(eta)
     if not bool(flat.any()):
@@ -203,9 +229,7 @@ def cross_contributions(game: CoalitionGame, kind: str, who: str = "Shear") -> T
     )
     # Whole-batch gradients keep the value function's batch layout; in the
     # usual case (a ReLU network) every example needs them anyway.
-    fallback = gradient_cross_contributions(value_fn, game.inputs, baselines, masks, d)
-    _charge(game, GRADIENT_COST * (d + 1))
-    return torch.where(flat[:, None, None], fallback.to(eta.dtype), eta)
+    return torch.where(flat[:, None, None], gradient_form().to(eta.dtype), eta)
 
 
 def taylor_expansion(game: CoalitionGame, point: float, who: str) -> TaylorTerms:
@@ -266,6 +290,45 @@ def taylor_terms(
     return TaylorTerms(out.detach().to(dtype), gradient.to(dtype), hessian.to(dtype))
 
 
+def hessian_vanishes(
+    value_fn: ValueFn,
+    inputs: tuple[Tensor, ...],
+    deltas: tuple[Tensor, ...],
+    masks: tuple[Tensor, ...],
+    num_features: int,
+) -> Tensor:
+    """``(N,)`` bool: where ``S r = 0``, ``S`` :func:`hessian_feature_matrix`'s result
+    and ``r`` fixed Gaussian weights of the features: one Hessian-vector product
+    (along ``sum_j r_j delta_j``) instead of ``d``.
+
+    ``S r = 0`` for every ``S`` that is 0, and, for random ``r``, for no other
+    ``S`` but with probability zero; piecewise-linear models give an exact 0
+    under autograd, so the test is exact equality.
+    """
+    batch = inputs[0].shape[0]
+    weights = torch.randn(
+        num_features, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    ).to(inputs[0].device, non_blocking=True)
+    rows = tuple(x.detach().clone().requires_grad_(True) for x in inputs)
+    tangents = tuple(delta * weights[mask].to(delta.dtype) for delta, mask in zip(deltas, masks))
+    with torch.enable_grad():
+        grads = torch.autograd.grad(
+            value_fn(*rows).sum(), rows, create_graph=True, allow_unused=True
+        )
+        directional = sum(
+            ((g * t).sum() for g, t in zip(grads, tangents) if g is not None),
+            rows[0].new_zeros(()),
+        )
+        if not directional.requires_grad:  # the gradient is constant: no Hessian at all
+            return torch.ones(batch, dtype=torch.bool, device=inputs[0].device)
+        hvp = torch.autograd.grad(directional, rows, allow_unused=True)
+    products = tuple(
+        torch.zeros_like(r) if h is None else h.detach() * delta
+        for h, r, delta in zip(hvp, rows, deltas)
+    )
+    return feature_sums(products, masks, num_features).eq(0).all(dim=1)
+
+
 def hessian_cross_contributions(
     value_fn: ValueFn,
     inputs: tuple[Tensor, ...],
@@ -303,11 +366,9 @@ def hessian_feature_matrix(
     """
     batch = inputs[0].shape[0]
     elements = sum(t.numel() for t in inputs)
-    chunk = max(1, ELEMENTS_PER_CHUNK // max(1, elements))
-    features = torch.arange(num_features, device=inputs[0].device)
-    per_direction: list[Tensor] = []
-    for start in range(0, num_features, chunk):
-        ids = features[start : start + chunk]
+    chunk = max(1, _elements_per_chunk(inputs[0].device) // max(1, elements))
+
+    def directions(ids: Tensor) -> Tensor:
         copies = ids.numel()
         rows = tuple(
             x.detach()
@@ -342,13 +403,14 @@ def hessian_feature_matrix(
             * delta.unsqueeze(0)
             for h, r, x, delta in zip(hvp, rows, inputs, deltas)
         )
-        per_direction.append(
-            feature_sums(  # (copies, N, i): delta_i^T H^T delta_j = s[n, j, i]
-                tuple(p.reshape(copies * batch, *p.shape[2:]) for p in products),
-                tuple(_repeat_mask(m, copies, batch) for m in masks),
-                num_features,
-            ).view(copies, batch, num_features)
-        )
+        return feature_sums(  # (copies, N, i): delta_i^T H^T delta_j = s[n, j, i]
+            tuple(p.reshape(copies * batch, *p.shape[2:]) for p in products),
+            tuple(_repeat_mask(m, copies, batch) for m in masks),
+            num_features,
+        ).view(copies, batch, num_features)
+
+    features = torch.arange(num_features, device=inputs[0].device)
+    per_direction = in_chunks(features, chunk, directions)
     return torch.cat(per_direction).permute(1, 0, 2)  # (N, i, j) = (N, j, i) transposed
 
 
@@ -374,12 +436,11 @@ def gradient_cross_contributions(
     batch = inputs[0].shape[0]
     deltas = tuple(x - b for x, b in zip(inputs, baselines))
     elements = sum(t[0].numel() for t in inputs) * batch
-    chunk = max(1, ELEMENTS_PER_CHUNK // max(1, elements))
+    chunk = max(1, _elements_per_chunk(inputs[0].device) // max(1, elements))
     # position 0 is the input itself, position 1 + j the input without j
     variants = torch.arange(-1, num_features, device=inputs[0].device)
-    gradients: list[Tensor] = []
-    for start in range(0, variants.numel(), chunk):
-        ids = variants[start : start + chunk]
+
+    def variant_gradients(ids: Tensor) -> Tensor:
         rows = []
         for x, base, mask in zip(inputs, baselines, masks):
             drop = mask.unsqueeze(0) == ids.view(-1, *([1] * mask.dim()))
@@ -396,7 +457,7 @@ def gradient_cross_contributions(
             * delta.unsqueeze(0)
             for g, r, x, delta in zip(grads, rows, inputs, deltas)
         )
-        gradients.append(
+        return (
             feature_sums(  # (variants, N, i)
                 tuple(p.reshape(p.shape[0] * p.shape[1], *p.shape[2:]) for p in products),
                 tuple(_repeat_mask(m, ids.numel(), batch) for m in masks),
@@ -405,9 +466,35 @@ def gradient_cross_contributions(
             .view(ids.numel(), batch, num_features)
             .detach()
         )
-    sums = torch.cat(gradients)  # (1 + d, N, i): delta_i^T grad at each variant
+
+    # (1 + d, N, i): delta_i^T grad at each variant
+    sums = torch.cat(in_chunks(variants, chunk, variant_gradients))
     c = (sums[:1] - sums[1:]).permute(1, 2, 0)  # (N, i, j)
     return (c + c.transpose(1, 2)).abs()
+
+
+def in_chunks(ids: Tensor, chunk: int, step: Callable[[Tensor], Tensor]) -> list[Tensor]:
+    """``step`` of consecutive slices of ``ids``, at most ``chunk`` long: out of memory
+    halves the slice and retries it, keeping the finished ones."""
+    parts: list[Tensor] = []
+    start = 0
+    while start < ids.numel():
+        part = ids[start : start + chunk]
+        try:
+            parts.append(step(part))
+        except (RuntimeError, torch.OutOfMemoryError) as error:
+            if chunk == 1 or not is_out_of_memory(error):
+                raise
+            chunk = max(1, chunk // 2)
+            if part.is_cuda:
+                torch.cuda.empty_cache()
+            continue
+        start += part.numel()
+    return parts
+
+
+def _elements_per_chunk(device: torch.device) -> int:
+    return ELEMENTS_PER_CHUNK if device.type == "cpu" else ACCELERATOR_ELEMENTS_PER_CHUNK
 
 
 def _repeat_mask(mask: Tensor, times: int, batch: int) -> Tensor:

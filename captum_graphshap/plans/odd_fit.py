@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from .._compat import host_to_device
-from .surrogates import all_triples, odd_features
+from .surrogates import all_triples, cubic_rows, odd_features
 
 #: rows of the design built at once (pairs per chunk x parameters x examples)
 CHUNK_ELEMENTS = 1 << 22
@@ -149,6 +149,43 @@ def every_column_targets(
             rows = members[start : start + step]
             out[part] += weighted[:, rows] @ odd_features(sampled[rows], every, odd.dtype)
     return out
+
+
+def blocked_normal_equations(
+    sampled: Tensor, weights: Tensor, odd: Tensor, triples: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The whole fit's ``(N, p, p)`` Grams and ``(N, p)`` targets, per-example triples.
+
+    The linear block ``S' W S`` is the batch's, computed once; per example only
+    the triples' rows ``T`` ``(k, P)`` meet the pairs (``T W S``, ``T W T'``),
+    never an ``(N, P, d + k)`` design: at ``d = 49``, 511 pairs and 32 triples
+    that design was most of the fit's time. Examples go in chunks of
+    :data:`CHUNK_ELEMENTS` parity entries.
+    """
+    dtype = odd.dtype
+    d = sampled.shape[1]
+    batch, k = triples.shape[:2]
+    signs = 2 * sampled.to(dtype) - 1
+    weighted = signs * weights.to(dtype)[:, None]  # W S
+    linear = weighted.T @ signs  # (d, d), the batch's
+    rows = signs.T.contiguous()  # (d, P): the parities gathered as rows
+    grams = odd.new_empty(batch, d + k, d + k)
+    targets = odd.new_empty(batch, d + k)
+    grams[:, :d, :d] = linear
+    targets[:, :d] = odd @ weighted
+    step = max(1, CHUNK_ELEMENTS // max(1, k * sampled.shape[0]))
+    for start in range(0, batch, step):
+        chunk = slice(start, start + step)
+        cubic = cubic_rows(rows, triples[chunk])  # (n, k, P)
+        cubic_weighted = cubic * weights.to(dtype)
+        n = cubic.shape[0]
+        # one (n k, P) x (P, d) product: a batched one ran several times slower here
+        across = (cubic_weighted.reshape(n * k, -1) @ signs).view(n, k, d)
+        grams[chunk, d:, :d] = across
+        grams[chunk, :d, d:] = across.mT
+        grams[chunk, d:, d:] = torch.bmm(cubic_weighted, cubic.mT)
+        targets[chunk, d:] = torch.bmm(cubic_weighted, odd[chunk, :, None])[..., 0]
+    return grams, targets
 
 
 class FoldSystems:
@@ -451,12 +488,21 @@ def select_and_fit(
     batch = odd.shape[0]
     triples = triples[:, : max(counts)]
     if len(counts) == 1:
-        single = FoldSystems(sampled, weights, odd, triples, 1, tables, every_targets)
-        factor = PrefixFactor(single.whole_gram())
+        if (
+            tables is None
+            and every_targets is None
+            and triples.shape[1] > 0
+            and d > WALSH_MAX_FEATURES
+        ):
+            gram, target = blocked_normal_equations(sampled, weights, odd, triples)
+        else:
+            single = FoldSystems(sampled, weights, odd, triples, 1, tables, every_targets)
+            gram, target = single.whole_gram(), single.targets[0]
+        factor = PrefixFactor(gram)
         flags: list[Tensor] = []
-        coefficients = factor.solve(single.targets[0], total, d + counts[0], flags)
+        coefficients = factor.solve(target, total, d + counts[0], flags)
         if bool(flags[0]):  # the one read-back: rank-deficient systems, solved again
-            coefficients = factor.solve(single.targets[0], total, d + counts[0])
+            coefficients = factor.solve(target, total, d + counts[0])
         return coefficients, torch.full((batch,), counts[0], device=odd.device)
     systems = FoldSystems(sampled, weights, odd, triples, folds)
     suspects: list[Tensor] = []

@@ -57,6 +57,18 @@ SELECTION_MAX_PAIRS_PER_FEATURE = 64
 #: the selection costs 20 fits, each O(N P p^2), and its gains are at small
 #: ``p`` (benchmarks/README.md, "Constants and their measurements").
 SELECTION_MAX_PARAMETERS = 320
+#: Above this many features (where ``estimator="auto"`` leaves the Walsh-basis
+#: process for this fit) the count is not cross-validated: it is a quarter of
+#: :func:`triple_count` below :data:`WIDE_HALF_PAIRS_PER_FEATURE` pairs per
+#: feature and half of it from there. On four d = 49 models (a CNN on 7 x 7
+#: patches of digits, ReLU and SiLU; two MLPs) these were within 5% of the
+#: selection's error at 1,024 and 2,048 evaluations, and at 4,096 on the ReLU
+#: CNN half was (a quarter 19% worse); the selection cost 20 fits
+#: (benchmarks/README.md, "The cubic fit above 32 features").
+WIDE_FEATURES = 32
+WIDE_HALF_PAIRS_PER_FEATURE = 16
+#: A plan keeps :func:`pairwise_projection` up to this many entries (128 MiB in float64).
+MAX_PROJECTION_ELEMENTS = 2**24
 
 
 def triple_count(d: int, pairs: int, informed: bool = False) -> int:
@@ -69,6 +81,15 @@ def triple_count(d: int, pairs: int, informed: bool = False) -> int:
     if d < 3 or (not informed and pairs < MIN_PAIRS_PER_FEATURE * d):
         return 0
     return max(0, min(d * (d - 1) * (d - 2) // 6, int(PARAMETERS_PER_PAIR * pairs) - d))
+
+
+def fitted_triple_count(d: int, pairs: int, informed: bool = False) -> int:
+    """Triples :func:`cubic_kernel_plan` fits by default: :func:`triple_count`, a
+    quarter or half of it above :data:`WIDE_FEATURES` features."""
+    count = triple_count(d, pairs, informed)
+    if d <= WIDE_FEATURES:
+        return count
+    return count // 4 if pairs < WIDE_HALF_PAIRS_PER_FEATURE * d else count // 2
 
 
 def cubic_kernel_plan(
@@ -85,7 +106,7 @@ def cubic_kernel_plan(
     Args:
         num_features: ``d >= 2``.
         pairs: sampled complementary pairs (``2 pairs + 2`` evaluations).
-        triples: triples in the surrogate; None: :func:`triple_count`.
+        triples: triples in the surrogate; None: :func:`fitted_triple_count`.
         strength: ``(N, d, d)`` interaction scores choosing the triples
             (SHEAR's cross-contributions); None: the even part's pairwise fit.
 
@@ -94,15 +115,28 @@ def cubic_kernel_plan(
     d = num_features
     sampled, weights = stratified_paired_coalitions(d, pairs, generator, device)
     if triples is None:
-        count = triple_count(d, sampled.shape[0], informed=strength is not None)
+        count = fitted_triple_count(d, sampled.shape[0], informed=strength is not None)
     else:
         count = triples
     endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
     endpoints[1] = True
     rows = torch.cat([endpoints, sampled, ~sampled])
+    projections: dict[torch.dtype, Tensor] = {}
+    parameters = 1 + d * (d - 1) // 2
 
     def estimate(values: Tensor) -> Tensor:
-        return cubic_shapley(sampled, weights, values, count, strength)
+        projection = None
+        if (
+            count > 0
+            and strength is None
+            and sampled.shape[0] < parameters
+            and sampled.shape[0] * parameters <= MAX_PROJECTION_ELEMENTS
+        ):
+            # the map is the plan's: computed for its first batch only
+            if values.dtype not in projections:
+                projections[values.dtype] = pairwise_projection(sampled, weights, values.dtype)
+            projection = projections[values.dtype]
+        return cubic_shapley(sampled, weights, values, count, strength, projection)
 
     return Plan(DenseCoalitions(rows), estimate, distinct=True)
 
@@ -113,8 +147,13 @@ def cubic_shapley(
     values: Tensor,
     triples: int,
     strength: Tensor | None = None,
+    pairwise: Tensor | None = None,
 ) -> Tensor:
-    """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`cubic_kernel_plan`'s rows."""
+    """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`cubic_kernel_plan`'s rows.
+
+    ``pairwise``: :func:`pairwise_projection` of these pairs, when the caller
+    keeps it (it depends on the pairs only).
+    """
     pairs = sampled.shape[0]
     empty, full = values[:, 0], values[:, 1]
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
@@ -124,6 +163,7 @@ def cubic_shapley(
     largest = d + int(max(TRIPLE_FRACTIONS) * triples)
     select = (
         triples > 0
+        and d <= WIDE_FEATURES
         and pairs <= SELECTION_MAX_PAIRS_PER_FEATURE * d
         and largest <= SELECTION_MAX_PARAMETERS
     )
@@ -133,7 +173,8 @@ def cubic_shapley(
         else [triples]
     )
     # best first: a prefix of the ranking is the best k
-    ranked = ranked_triples(sampled, weights, (inside + outside) / 2, counts[-1], strength)
+    even = (inside + outside) / 2
+    ranked = ranked_triples(sampled, weights, even, counts[-1], strength, pairwise)
     counts = sorted({min(k, ranked.shape[1]) for k in counts})
     # every count's fit on every fold from per-fold Grams (plans/odd_fit.py)
     coefficients, _ = select_and_fit(sampled, weights, odd, total, ranked, counts, SELECTION_FOLDS)
@@ -142,7 +183,12 @@ def cubic_shapley(
 
 
 def ranked_triples(
-    sampled: Tensor, weights: Tensor, even: Tensor, count: int, strength: Tensor | None
+    sampled: Tensor,
+    weights: Tensor,
+    even: Tensor,
+    count: int,
+    strength: Tensor | None,
+    pairwise: Tensor | None = None,
 ) -> Tensor:
     """``(N, k, 3)``, ``k <= count``: the most interacting triples, best first.
 
@@ -153,7 +199,7 @@ def ranked_triples(
     """
     d = sampled.shape[1]
     if count > 0 and strength is None and d <= MAX_PAIRWISE_FIT_FEATURES:
-        strength = even_pairwise(sampled, weights, even)
+        strength = even_pairwise(sampled, weights, even, pairwise)
     if count <= 0 or strength is None:
         return even.new_zeros(even.shape[0], 0, 3, dtype=torch.long)
     return select_triples(strength, count)
@@ -206,31 +252,58 @@ def fit_odd_surrogate(
     return OddCubicSurrogate(coefficients[:, :d], coefficients[:, d:], triples)
 
 
-def even_pairwise(sampled: Tensor, weights: Tensor, even: Tensor) -> Tensor:
+def even_pairwise(
+    sampled: Tensor, weights: Tensor, even: Tensor, projection: Tensor | None = None
+) -> Tensor:
     """``(N, d, d)`` pairwise coefficients of the even part ``c + sum g_ij s_i s_j``.
 
-    A weighted minimum-norm least-squares fit, solved in the smaller of its
-    two dimensions (pairs or ``1 + d (d - 1) / 2`` parameters). Used only to
-    rank interactions, so its accuracy matters little.
+    A weighted minimum-norm least-squares fit, used only to rank interactions,
+    so its accuracy matters little. With more parameters (``1 + d (d - 1) / 2``)
+    than pairs it is solved in the pairs' dimension through the design's
+    kernel (:func:`pairwise_projection`; ``projection`` when the caller keeps
+    it), never forming the design's ``P^2 d^2 / 2`` product: at ``d = 49``
+    and 511 pairs that product was most of the cubic fit's time.
     """
     dtype = even.dtype
     d = sampled.shape[1]
-    # the pair parities gathered as rows of s^T (contiguous), then transposed
-    columns = (2 * sampled.to(dtype) - 1).T.contiguous()
     upper = torch.triu_indices(d, d, 1, device=sampled.device)
-    parities = columns[upper[0]] * columns[upper[1]]
-    design = torch.cat([torch.ones_like(columns[:1]), parities], dim=0).T
-    root = weights.to(dtype).sqrt()[:, None]
-    scaled = design * root
-    targets = even * root[:, 0]
-    if scaled.shape[1] <= scaled.shape[0]:
-        # (targets X) pinv(X'X)': the (N, P) targets meet the design once
-        solution = (targets @ scaled) @ torch.linalg.pinv(scaled.T @ scaled, hermitian=True).T
+    if 1 + d * (d - 1) // 2 > sampled.shape[0]:
+        if projection is None:
+            projection = pairwise_projection(sampled, weights, dtype)
+        coefficients = even @ projection
     else:
-        solution = targets @ (scaled.T @ torch.linalg.pinv(scaled @ scaled.T, hermitian=True)).T
-    matrix = solution.new_zeros(even.shape[0], d, d)
-    matrix[:, upper[0], upper[1]] = solution[:, 1:]
+        # the pair parities gathered as rows of s^T (contiguous), then transposed
+        columns = (2 * sampled.to(dtype) - 1).T.contiguous()
+        parities = columns[upper[0]] * columns[upper[1]]
+        design = torch.cat([torch.ones_like(columns[:1]), parities], dim=0).T
+        root = weights.to(dtype).sqrt()
+        scaled = design * root[:, None]
+        # (targets X) pinv(X'X)': the (N, P) targets meet the design once
+        solution = ((even * root) @ scaled) @ torch.linalg.pinv(scaled.T @ scaled, hermitian=True).T
+        coefficients = solution[:, 1:]
+    matrix = coefficients.new_zeros(even.shape[0], d, d)
+    matrix[:, upper[0], upper[1]] = coefficients
     return matrix + matrix.transpose(1, 2)
+
+
+def pairwise_projection(sampled: Tensor, weights: Tensor, dtype: torch.dtype) -> Tensor:
+    """``(P, d (d - 1) / 2)``: the even values' map to :func:`even_pairwise`'s
+    minimum-norm coefficients when the pairs are fewer than the parameters.
+
+    The coefficients are ``X' (X X')^+ W^(1/2) e``; the kernel ``X X'`` has a
+    closed form, ``sum_{i<j} s_pi s_pj s_qi s_qj = ((s_p . s_q)^2 - d) / 2``
+    (each product of signs squares to one), so it costs ``P^2 d``. The map
+    depends on the pairs only: a plan computes it once for every batch.
+    """
+    d = sampled.shape[1]
+    s = 2 * sampled.to(dtype) - 1
+    root = weights.to(dtype).sqrt()
+    kernel = (1 + ((s @ s.T).square() - d) / 2) * root[:, None] * root[None, :]
+    inverse = torch.linalg.pinv(kernel, hermitian=True)
+    upper = torch.triu_indices(d, d, 1, device=sampled.device)
+    columns = s.T.contiguous()
+    parities = (columns[upper[0]] * columns[upper[1]]).T  # (P, C)
+    return (root[:, None] * inverse * root[None, :]) @ parities
 
 
 def cubic_predicts_better(

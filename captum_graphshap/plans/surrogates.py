@@ -107,10 +107,10 @@ def odd_features(coalitions: Tensor, triples: Tensor, dtype: torch.dtype) -> Ten
     if triples.dim() == 2:
         cubic = columns[triples[:, 0]] * columns[triples[:, 1]] * columns[triples[:, 2]]
         return torch.cat([columns, cubic], dim=0).T
-    return torch.cat([s.expand(triples.shape[0], *s.shape), _cubic_rows(columns, triples).mT], 2)
+    return torch.cat([s.expand(triples.shape[0], *s.shape), cubic_rows(columns, triples).mT], 2)
 
 
-def _cubic_rows(columns: Tensor, triples: Tensor) -> Tensor:
+def cubic_rows(columns: Tensor, triples: Tensor) -> Tensor:
     """``(N, k, M)`` parities ``s_i s_j s_k`` from ``s^T`` ``(d, M)`` and triples ``(N, k, 3)``."""
     return columns[triples[..., 0]] * columns[triples[..., 1]] * columns[triples[..., 2]]
 
@@ -147,7 +147,7 @@ class OddCubicSurrogate:
         values = self.linear @ s.T
         if self.cubic.shape[1]:
             # no (N, M, d + k) design: the triples' parities as (N, k, M) rows
-            cubic = _cubic_rows(s.T.contiguous(), self.triples)
+            cubic = cubic_rows(s.T.contiguous(), self.triples)
             values = values + (self.cubic[:, None, :] @ cubic)[:, 0]
         return values
 
