@@ -604,3 +604,25 @@ def test_the_held_out_comparison_prefers_the_surrogate_that_predicts_unseen_pair
     ).any()
     blank = torch.zeros_like(truth)
     assert cubic_predicts_better(design.sampled, design.weights, values, design.fitted, blank).all()
+
+
+def test_the_pseudo_inverse_takes_the_cholesky_route_only_where_it_certifies_it() -> None:
+    """Full-rank normals: the Cholesky inverse and log-determinant equal the eigen route's;
+    a singular one (a direction no pair separates) goes to the eigen route and gets its
+    minimum-norm pseudo-inverse; a batch mixing both gets each its own."""
+    from captum_graphshap.plans.walsh_kernel import _eigen_pseudo_inverse, pseudo_inverse
+
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 6, 9, generator=generator, dtype=torch.float64)
+    full = a @ a.mT
+    b = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    singular = (b @ b.T)[None]  # rank 4 of 6
+    normal = torch.cat([full, singular])
+    inverse, log_det = pseudo_inverse(normal)
+    expected, expected_log_det = _eigen_pseudo_inverse(normal)
+    torch.testing.assert_close(inverse, expected, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(log_det, expected_log_det, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(inverse[3], torch.linalg.pinv(singular[0], hermitian=True))
+    torch.testing.assert_close(
+        inverse[:3] @ full, torch.eye(6, dtype=torch.float64).expand(3, 6, 6)
+    )

@@ -35,6 +35,7 @@ from ..engine.plan import DenseCoalitions, Plan
 from .odd_fit import select_and_fit
 from .stratified import stratified_paired_coalitions
 from .surrogates import OddCubicSurrogate, select_triples
+from .walsh_kernel import pseudo_inverse
 
 #: Triples are fitted only when there are at least this many pairs per feature:
 #: below, the linear fit needs every sample (measurements: benchmarks/README.md,
@@ -299,7 +300,7 @@ def pairwise_projection(sampled: Tensor, weights: Tensor, dtype: torch.dtype) ->
     s = 2 * sampled.to(dtype) - 1
     root = weights.to(dtype).sqrt()
     kernel = (1 + ((s @ s.T).square() - d) / 2) * root[:, None] * root[None, :]
-    inverse = torch.linalg.pinv(kernel, hermitian=True)
+    inverse, _ = pseudo_inverse(kernel)  # Cholesky where it certifies the rank: no eigh
     upper = torch.triu_indices(d, d, 1, device=sampled.device)
     columns = s.T.contiguous()
     parities = (columns[upper[0]] * columns[upper[1]]).T  # (P, C)

@@ -178,7 +178,28 @@ def pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
     where it does not (a null direction, singular up to rounding) the fit takes
     the minimum-norm split of the unseen direction instead of amplifying
     rounding error along it (an exact-zero-pivot test misses those).
+
+    A Cholesky factor serves wherever it certifies that no eigenvalue is
+    dropped (``tr(A) tr(A^-1) < 1 / NULL_EIGENVALUE``: the smallest eigenvalue
+    is at least ``1 / tr(A^-1)`` and the largest at most ``tr(A)``); only the
+    others take the eigendecomposition. On a GPU that matters: batched
+    ``eigh`` above 32 x 32 runs one matrix at a time there.
     """
+    factor, info = torch.linalg.cholesky_ex(normal)
+    inverse = torch.cholesky_inverse(factor)
+    log_det = 2 * torch.log(factor.diagonal(dim1=-2, dim2=-1)).sum(dim=-1)
+    trace = normal.diagonal(dim1=-2, dim2=-1).sum(dim=-1)
+    inverse_trace = inverse.diagonal(dim1=-2, dim2=-1).sum(dim=-1)
+    certified = (info == 0) & (inverse_trace > 0) & (trace * inverse_trace < 1 / NULL_EIGENVALUE)
+    if bool(certified.all()):  # one read-back
+        return inverse, log_det
+    doubtful = ~certified
+    eigen_inverse, eigen_log_det = _eigen_pseudo_inverse(normal[doubtful])
+    inverse[doubtful], log_det[doubtful] = eigen_inverse, eigen_log_det
+    return inverse, log_det
+
+
+def _eigen_pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
     values, vectors = torch.linalg.eigh(normal)
     floor = NULL_EIGENVALUE * values[..., -1:].clamp_min(0.0)
     kept = values > floor
