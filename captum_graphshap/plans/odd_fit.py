@@ -184,7 +184,7 @@ def blocked_normal_equations(
         grams[chunk, d:, :d] = across
         grams[chunk, :d, d:] = across.mT
         grams[chunk, d:, d:] = torch.bmm(cubic_weighted, cubic.mT)
-        targets[chunk, d:] = torch.bmm(cubic_weighted, odd[chunk, :, None])[..., 0]
+        targets[chunk, d:] = (cubic_weighted * odd[chunk, None, :]).sum(dim=-1)
     return grams, targets
 
 

@@ -68,7 +68,7 @@ SELECTION_MAX_PARAMETERS = 320
 #: (benchmarks/README.md, "The cubic fit above 32 features").
 WIDE_FEATURES = 32
 WIDE_HALF_PAIRS_PER_FEATURE = 16
-#: A plan keeps :func:`pairwise_projection` up to this many entries (128 MiB in float64).
+#: A plan keeps :func:`pairwise_projection` up to this many entries (64 MiB in float32).
 MAX_PROJECTION_ELEMENTS = 2**24
 
 
@@ -122,7 +122,7 @@ def cubic_kernel_plan(
     endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
     endpoints[1] = True
     rows = torch.cat([endpoints, sampled, ~sampled])
-    projections: dict[torch.dtype, Tensor] = {}
+    projections: list[Tensor] = []
     parameters = 1 + d * (d - 1) // 2
 
     def estimate(values: Tensor) -> Tensor:
@@ -133,10 +133,11 @@ def cubic_kernel_plan(
             and sampled.shape[0] < parameters
             and sampled.shape[0] * parameters <= MAX_PROJECTION_ELEMENTS
         ):
-            # the map is the plan's: computed for its first batch only
-            if values.dtype not in projections:
-                projections[values.dtype] = pairwise_projection(sampled, weights, values.dtype)
-            projection = projections[values.dtype]
+            # the map is the plan's, computed for its first batch only, and kept in
+            # float32: it only ranks the triples (the fit itself stays in the values' dtype)
+            if not projections:
+                projections.append(pairwise_projection(sampled, weights, torch.float64).float())
+            projection = projections[0]
         return cubic_shapley(sampled, weights, values, count, strength, projection)
 
     return Plan(DenseCoalitions(rows), estimate, distinct=True)
@@ -271,7 +272,7 @@ def even_pairwise(
     if 1 + d * (d - 1) // 2 > sampled.shape[0]:
         if projection is None:
             projection = pairwise_projection(sampled, weights, dtype)
-        coefficients = even @ projection
+        coefficients = (even.to(projection.dtype) @ projection).to(dtype)
     else:
         # the pair parities gathered as rows of s^T (contiguous), then transposed
         columns = (2 * sampled.to(dtype) - 1).T.contiguous()
