@@ -86,12 +86,14 @@ def test_the_reported_blow_up_is_gone() -> None:
 
 
 def deficient_first_draw(d: int) -> int:
-    """A generator seed whose first stratified draw of ``d`` pairs is rank-deficient."""
+    """A generator seed whose first stratified draw of ``d`` pairs misses exactly one
+    direction of the linear parities (rank ``d - 1``)."""
     for seed in range(200):
         sampled, _ = stratified_paired_coalitions(
             d, d, torch.Generator().manual_seed(seed), CPU, small_first=True
         )
-        if not identifies_linear_parities(sampled):
+        signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+        if not identifies_linear_parities(sampled) and torch.linalg.matrix_rank(signs) == d - 1:
             return seed
     raise AssertionError("no rank-deficient first draw in 200 seeds")
 

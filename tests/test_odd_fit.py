@@ -272,12 +272,10 @@ def test_blocked_normal_equations_equal_the_streamed_fold_system():
     torch.testing.assert_close(mine, reference_fit(sampled, weights, odd, total, triples))
 
 
-def test_the_pairwise_projection_is_the_minimum_norm_fit_a_plan_keeps():
-    from captum_graphshap.plans.regression_adjusted import even_pairwise, pairwise_projection
+def test_the_pairwise_solver_a_plan_keeps_is_the_minimum_norm_fit():
+    from captum_graphshap.plans.regression_adjusted import PairwiseSolver, even_pairwise
 
     sampled, weights, odd, _, _ = game(40, 3, 200, seed=9)  # 200 pairs, 781 parameters
-    projection = pairwise_projection(sampled, weights, torch.float64)
-    assert projection.shape == (200, 40 * 39 // 2)
     s = 2 * sampled.double() - 1
     upper = torch.triu_indices(40, 40, 1)
     design = torch.cat(
@@ -285,5 +283,21 @@ def test_the_pairwise_projection_is_the_minimum_norm_fit_a_plan_keeps():
     )
     root = weights.double().sqrt()[:, None]
     solution = torch.linalg.pinv(design * root) @ (odd.T * root)
-    mine = even_pairwise(sampled, weights, odd, projection)
+    exact = PairwiseSolver.of(sampled, weights, torch.float64)
+    assert exact.cholesky and exact.parities.shape == (40 * 39 // 2, 200)
+    mine = even_pairwise(sampled, weights, odd, exact)
     torch.testing.assert_close(mine[:, upper[0], upper[1]], solution[1:].T, rtol=1e-8, atol=1e-10)
+    # a plan's, in float32 (it only ranks triples)
+    ranking = even_pairwise(sampled, weights, odd, PairwiseSolver.of(sampled, weights))
+    torch.testing.assert_close(ranking, mine, rtol=1e-3, atol=1e-5)
+    # repeated pairs make the kernel singular: the pseudo-inverse takes over
+    doubled = torch.cat([sampled, sampled[:5]])
+    twice = torch.cat([weights, weights[:5]])
+    singular = PairwiseSolver.of(doubled, twice, torch.float64)
+    assert not singular.cholesky
+    values = torch.cat([odd, odd[:, :5]], dim=1)
+    design = torch.cat([design, design[:5]])
+    root = twice.double().sqrt()[:, None]
+    solution = torch.linalg.pinv(design * root) @ (values.T * root)
+    got = even_pairwise(doubled, twice, values, singular)
+    torch.testing.assert_close(got[:, upper[0], upper[1]], solution[1:].T, rtol=1e-6, atol=1e-8)

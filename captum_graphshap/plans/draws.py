@@ -38,7 +38,12 @@ def uniform_subsets(sizes: Tensor, d: int, generator: torch.Generator | None) ->
     """
     device = generator.device if generator is not None else torch.device("cpu")
     keys = torch.rand(sizes.shape[0], d, generator=generator, device=device)
-    return keys.argsort(dim=1).argsort(dim=1) < sizes.to(device)[:, None]
+    order = keys.argsort(dim=1)
+    # each key's rank: the inverse permutation by a scatter, not a second argsort
+    ranks = torch.empty_like(order).scatter_(
+        1, order, torch.arange(d, device=device).expand_as(order)
+    )
+    return ranks < sizes.to(device)[:, None]
 
 
 def distinct_ids(coalitions: Tensor | PrefixCoalitions) -> Tensor:

@@ -28,6 +28,8 @@ order-three parities carry most of what pairing leaves, so the error drops by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -35,7 +37,7 @@ from ..engine.plan import DenseCoalitions, Plan
 from .odd_fit import select_and_fit
 from .stratified import stratified_paired_coalitions
 from .surrogates import OddCubicSurrogate, select_triples
-from .walsh_kernel import pseudo_inverse
+from .walsh_kernel import cholesky_solve, pseudo_inverse
 
 #: Triples are fitted only when there are at least this many pairs per feature:
 #: below, the linear fit needs every sample (measurements: benchmarks/README.md,
@@ -68,8 +70,6 @@ SELECTION_MAX_PARAMETERS = 320
 #: (benchmarks/README.md, "The cubic fit above 32 features").
 WIDE_FEATURES = 32
 WIDE_HALF_PAIRS_PER_FEATURE = 16
-#: A plan keeps :func:`pairwise_projection` up to this many entries (64 MiB in float32).
-MAX_PROJECTION_ELEMENTS = 2**24
 
 
 def triple_count(d: int, pairs: int, informed: bool = False) -> int:
@@ -122,23 +122,17 @@ def cubic_kernel_plan(
     endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
     endpoints[1] = True
     rows = torch.cat([endpoints, sampled, ~sampled])
-    projections: list[Tensor] = []
+    solvers: list[PairwiseSolver] = []
     parameters = 1 + d * (d - 1) // 2
 
     def estimate(values: Tensor) -> Tensor:
-        projection = None
-        if (
-            count > 0
-            and strength is None
-            and sampled.shape[0] < parameters
-            and sampled.shape[0] * parameters <= MAX_PROJECTION_ELEMENTS
-        ):
-            # the map is the plan's, computed for its first batch only, and kept in
-            # float32: it only ranks the triples (the fit itself stays in the values' dtype)
-            if not projections:
-                projections.append(pairwise_projection(sampled, weights, torch.float64).float())
-            projection = projections[0]
-        return cubic_shapley(sampled, weights, values, count, strength, projection)
+        solver = None
+        if count > 0 and strength is None and sampled.shape[0] < parameters:
+            # the pairs' kernel is the plan's: factored for its first batch only
+            if not solvers:
+                solvers.append(PairwiseSolver.of(sampled, weights))
+            solver = solvers[0]
+        return cubic_shapley(sampled, weights, values, count, strength, solver)
 
     return Plan(DenseCoalitions(rows), estimate, distinct=True)
 
@@ -149,12 +143,12 @@ def cubic_shapley(
     values: Tensor,
     triples: int,
     strength: Tensor | None = None,
-    pairwise: Tensor | None = None,
+    pairwise: PairwiseSolver | None = None,
 ) -> Tensor:
     """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`cubic_kernel_plan`'s rows.
 
-    ``pairwise``: :func:`pairwise_projection` of these pairs, when the caller
-    keeps it (it depends on the pairs only).
+    ``pairwise``: the :class:`PairwiseSolver` of these pairs, when the caller
+    keeps one (it depends on the pairs only).
     """
     pairs = sampled.shape[0]
     empty, full = values[:, 0], values[:, 1]
@@ -190,7 +184,7 @@ def ranked_triples(
     even: Tensor,
     count: int,
     strength: Tensor | None,
-    pairwise: Tensor | None = None,
+    pairwise: PairwiseSolver | None = None,
 ) -> Tensor:
     """``(N, k, 3)``, ``k <= count``: the most interacting triples, best first.
 
@@ -255,24 +249,24 @@ def fit_odd_surrogate(
 
 
 def even_pairwise(
-    sampled: Tensor, weights: Tensor, even: Tensor, projection: Tensor | None = None
+    sampled: Tensor, weights: Tensor, even: Tensor, solver: PairwiseSolver | None = None
 ) -> Tensor:
     """``(N, d, d)`` pairwise coefficients of the even part ``c + sum g_ij s_i s_j``.
 
     A weighted minimum-norm least-squares fit, used only to rank interactions,
     so its accuracy matters little. With more parameters (``1 + d (d - 1) / 2``)
-    than pairs it is solved in the pairs' dimension through the design's
-    kernel (:func:`pairwise_projection`; ``projection`` when the caller keeps
-    it), never forming the design's ``P^2 d^2 / 2`` product: at ``d = 49``
-    and 511 pairs that product was most of the cubic fit's time.
+    than pairs it is solved in the pairs' dimension (:class:`PairwiseSolver`;
+    ``solver`` when the caller keeps one for these pairs), never forming the
+    design's ``P^2 d^2 / 2`` product: at ``d = 49`` and 511 pairs that product
+    was most of the cubic fit's time.
     """
     dtype = even.dtype
     d = sampled.shape[1]
     upper = torch.triu_indices(d, d, 1, device=sampled.device)
     if 1 + d * (d - 1) // 2 > sampled.shape[0]:
-        if projection is None:
-            projection = pairwise_projection(sampled, weights, dtype)
-        coefficients = (even.to(projection.dtype) @ projection).to(dtype)
+        if solver is None:
+            solver = PairwiseSolver.of(sampled, weights, dtype)
+        coefficients = solver.coefficients(even)
     else:
         # the pair parities gathered as rows of s^T (contiguous), then transposed
         columns = (2 * sampled.to(dtype) - 1).T.contiguous()
@@ -288,24 +282,53 @@ def even_pairwise(
     return matrix + matrix.transpose(1, 2)
 
 
-def pairwise_projection(sampled: Tensor, weights: Tensor, dtype: torch.dtype) -> Tensor:
-    """``(P, d (d - 1) / 2)``: the even values' map to :func:`even_pairwise`'s
-    minimum-norm coefficients when the pairs are fewer than the parameters.
+@dataclass(frozen=True)
+class PairwiseSolver:
+    """:func:`even_pairwise`'s minimum-norm fit when the pairs ``P`` are fewer than the
+    parameters: ``g = X' (X X')^+ W^(1/2) e``, solved in the pairs' dimension.
 
-    The coefficients are ``X' (X X')^+ W^(1/2) e``; the kernel ``X X'`` has a
-    closed form, ``sum_{i<j} s_pi s_pj s_qi s_qj = ((s_p . s_q)^2 - d) / 2``
-    (each product of signs squares to one), so it costs ``P^2 d``. The map
-    depends on the pairs only: a plan computes it once for every batch.
+    The kernel ``X X'`` has a closed form,
+    ``sum_{i<j} s_pi s_pj s_qi s_qj = ((s_p . s_q)^2 - d) / 2`` (each product of
+    signs squares to one), so building it costs ``P^2 d`` and factoring it
+    ``P^3 / 3``; a plan does both once for every batch (:meth:`of`), in float32
+    (its coefficients only rank triples). Each batch then costs two triangular
+    solves and one product with the pair parities.
     """
-    d = sampled.shape[1]
-    s = 2 * sampled.to(dtype) - 1
-    root = weights.to(dtype).sqrt()
-    kernel = (1 + ((s @ s.T).square() - d) / 2) * root[:, None] * root[None, :]
-    inverse, _ = pseudo_inverse(kernel)  # Cholesky where it certifies the rank: no eigh
-    upper = torch.triu_indices(d, d, 1, device=sampled.device)
-    columns = s.T.contiguous()
-    parities = (columns[upper[0]] * columns[upper[1]]).T  # (P, C)
-    return (root[:, None] * inverse * root[None, :]) @ parities
+
+    root: Tensor  # (P,) sqrt of the weights
+    factor: Tensor  # (P, P) the kernel's lower Cholesky factor, or its pseudo-inverse
+    cholesky: bool
+    parities: Tensor  # (d (d - 1) / 2, P): s_i s_j for i < j
+
+    @staticmethod
+    def of(sampled: Tensor, weights: Tensor, dtype: torch.dtype = torch.float32) -> PairwiseSolver:
+        """The solver of these pairs, in ``dtype`` (float32 where the coefficients
+        only rank triples: half the time of float64). A kernel float32 cannot
+        factor is factored, or pseudo-inverted, in float64."""
+        d = sampled.shape[1]
+        s = 2 * sampled.to(dtype) - 1
+        root = weights.to(dtype).sqrt()
+        kernel = (1 + ((s @ s.T).square() - d) / 2) * root[:, None] * root[None, :]
+        factor, info = torch.linalg.cholesky_ex(kernel)
+        cholesky = not bool(info.any())  # one read-back per plan
+        if not cholesky and dtype != torch.float64:
+            return PairwiseSolver.of(sampled, weights, torch.float64)
+        if not cholesky:  # repeated pairs, say: the pseudo-inverse
+            factor, _ = pseudo_inverse(kernel)
+        upper = torch.triu_indices(d, d, 1, device=sampled.device)
+        columns = s.T.contiguous()
+        parities = columns.index_select(0, upper[0])
+        parities *= columns.index_select(0, upper[1])
+        return PairwiseSolver(root, factor, cholesky, parities)
+
+    def coefficients(self, even: Tensor) -> Tensor:
+        """``(N, d (d - 1) / 2)`` the pairwise coefficients of ``even`` ``(N, P)``."""
+        scaled = (even.to(self.root.dtype) * self.root).T  # (P, N)
+        if self.cholesky:
+            alpha = cholesky_solve(scaled, self.factor)
+        else:
+            alpha = self.factor @ scaled
+        return ((alpha.T * self.root) @ self.parities.mT).to(even.dtype)
 
 
 def cubic_predicts_better(

@@ -186,6 +186,10 @@ def pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
     ``eigh`` above 32 x 32 runs one matrix at a time there.
     """
     factor, info = torch.linalg.cholesky_ex(normal)
+    # a failed factor may hold a zero pivot, which cholesky_inverse refuses: the
+    # identity stands in (not certified, so replaced below), with no read-back
+    eye = torch.eye(normal.shape[-1], dtype=normal.dtype, device=normal.device)
+    factor = torch.where((info == 0)[..., None, None], factor, eye)
     inverse = torch.cholesky_inverse(factor)
     log_det = 2 * torch.log(factor.diagonal(dim1=-2, dim2=-1)).sum(dim=-1)
     trace = normal.diagonal(dim1=-2, dim2=-1).sum(dim=-1)
