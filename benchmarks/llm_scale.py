@@ -9,7 +9,9 @@ tokens (256) and an answer of ``--answer`` tokens (8), explained in
 
 * ``LShapley(k=1)``, token by token (the default, the prompt's key/value
   cache serving the whole answer) and in one pass (``forward_in_tokens=False``):
-  their ratio is the cost of token-by-token scoring;
+  their ratio is the cost of token-by-token scoring; and with
+  ``share_prompt_prefix`` off (every perturbed prompt scored in full, not
+  after its shared prefix's cache): the off/on ratio is that path's speed-up;
 * ``CShapley(k=2)``, ``ShapleySampling`` with ``--orderings`` orderings (10),
   and ``OwenValue`` where ``captum_graphshap`` has it;
 * Captum's ``LLMAttribution(ShapleyValueSampling)`` at the same orderings:
@@ -115,15 +117,17 @@ def build_model(size: str, device: torch.device, dtype: torch.dtype) -> torch.nn
 
 def count_prompt_rows(model: torch.nn.Module, length: int, answer: int) -> list[int]:
     """Wrap ``model.forward`` (keeping its signature): rows of the calls that start a
-    coalition's scoring (the prompt alone, or prompt and answer in one pass)."""
+    coalition's scoring (the prompt alone, or prompt and answer in one pass, whole
+    or after a shared prefix's cache: cached and new tokens make up the row)."""
     rows = [0]
     forward = model.forward
 
     @functools.wraps(forward)
     def counted(*args: Any, **kwargs: Any) -> Any:
         ids = kwargs.get("input_ids", args[0] if args else None)
-        cached = kwargs.get("cache", kwargs.get("past_key_values")) is not None
-        if ids is not None and ids.shape[-1] in (length, length + answer) and not cached:
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        past = cache.get_seq_length() if hasattr(cache, "get_seq_length") else 0
+        if ids is not None and past + ids.shape[-1] in (length, length + answer):
             rows[0] += ids.shape[0]
         return forward(*args, **kwargs)
 
@@ -199,12 +203,16 @@ def main() -> None:
     inp = TextTokenInput(prompt_text(prompt, vocab, seed=0), tokenizer)
     generator = torch.Generator().manual_seed(0)
 
-    def ours(method: Any, **options: Any) -> Callable[[], object]:
+    def ours(method: Any, share_prefix: bool = True, **options: Any) -> Callable[[], object]:
         explainer = LLMShapley(method, tokenizer)
+        explainer.share_prompt_prefix = share_prefix
         return lambda: explainer.attribute(inp, target=answer, **options)
 
     cases: dict[str, Callable[[], object]] = {
         "LShapley(k=1)": ours(cg.LShapley(model), k=1),
+        "LShapley(k=1), prompt prefix not shared": ours(
+            cg.LShapley(model), share_prefix=False, k=1
+        ),
         "LShapley(k=1), forward_in_tokens=False": ours(
             cg.LShapley(model), k=1, forward_in_tokens=False
         ),
@@ -266,6 +274,9 @@ def main() -> None:
     )
     if tokens and one_pass:
         print(f"token-by-token scoring costs {tokens[0] / one_pass[0]:.2f}x one pass")
+    unshared = results.get("LShapley(k=1), prompt prefix not shared")
+    if tokens and unshared:
+        print(f"shared prompt prefix: LShapley(k=1) off/on {unshared[0] / tokens[0]:.2f}x")
     if long_prompt:
         long_inp = TextTokenInput(prompt_text(long_prompt, vocab, seed=3), tokenizer)
         rows = count_prompt_rows(model, long_prompt, args.answer)

@@ -40,6 +40,7 @@ from .model_api import (
     logits_kept,
     returned_cache,
 )
+from .prefix_cache import MIN_PROMPT_TOKENS, shared_prefix_scores
 from .prompt_graph import prompt_graph
 
 _EMPTY_PROMPT = (
@@ -55,6 +56,10 @@ _EMPTY_PROMPT = (
 #: tokens (256 prompts of 256 tokens; a 1B decoder's key/value cache of them takes
 #: 1.5 GiB in bf16). Out of memory still halves the call.
 TOKENS_PER_CALL = 2**16
+#: With the shared prompt prefix (``LLMShapley.share_prompt_prefix``) a call takes
+#: this many times the rows, still scored at most ``TOKENS_PER_CALL`` prompt tokens'
+#: rows a forward: more rows to sort by shared prefix, fewer tokens each.
+SHARED_PREFIX_ROWS = 8
 
 
 class LLMBivariateResult(LLMAttributionResult):
@@ -98,7 +103,12 @@ class LLMShapley(LLMAttribution):
     needs to be causal or to honour an attention mask. Token prompts are
     perturbed as one tensor (one length); template prompts are formatted and
     tokenised per coalition (a tokenizer need not split a text at segment
-    boundaries), then grouped by length.
+    boundaries), then grouped by length. With ``use_cached_outputs`` a
+    transformers causal LM's prompts (32 tokens or more) are scored after their
+    common prefix's key/value cache, computed once per chunk
+    (``captum_graphshap.llm.prefix_cache``): L-/C-Shapley's prompts differ
+    from one reference only in a window, so about half their tokens are not
+    recomputed; ``share_prompt_prefix = False`` turns this off.
 
     A prompt that tokenises to no tokens (a template of placeholders only, all
     at an empty baseline, with a tokenizer that adds no start token) leaves no
@@ -138,6 +148,10 @@ class LLMShapley(LLMAttribution):
         ShapleyValues,
         BivariateShapley,
     )
+    #: transformers causal LMs score a chunk's prompts on their shared prefix's
+    #: key/value cache, computed once (``captum_graphshap.llm.prefix_cache``),
+    #: with ``use_cached_outputs``; False scores every prompt in full
+    share_prompt_prefix = True
 
     def attribute(
         self,
@@ -154,10 +168,15 @@ class LLMShapley(LLMAttribution):
         method = self.attr_method
         self._check_prompts_not_empty(inp)
         prompt_tokens = self._check_context(inp)
+        self._forward_rows: int | None = None
         if isinstance(method, GameAttribution) and kwargs.get("perturbations_per_eval") is None:
             # rows of a prompt cost its tokens: size calls by tokens, not by the
             # (tiny) coalition tensor the engine sizes its calls by otherwise
-            kwargs["perturbations_per_eval"] = max(1, TOKENS_PER_CALL // max(1, prompt_tokens))
+            rows = max(1, TOKENS_PER_CALL // max(1, prompt_tokens))
+            kwargs["perturbations_per_eval"] = rows
+            if self._shares_prefix(use_cached_outputs, prompt_tokens):
+                kwargs["perturbations_per_eval"] = rows * SHARED_PREFIX_ROWS
+                self._forward_rows = rows
         if kwargs.get("graph") is None and (
             isinstance(method, GraphAttribution)
             or (isinstance(method, BivariateShapley) and kwargs.get("k") is not None)
@@ -176,6 +195,16 @@ class LLMShapley(LLMAttribution):
             )
         scoring = (use_cached_outputs, _inspect_forward, forward_in_tokens)
         return self._attribute_bivariate(inp, target, num_trials, gen_args, scoring, **kwargs)
+
+    def _shares_prefix(self, use_cached_outputs: bool, prompt_tokens: int) -> bool:
+        """Whether prompts of ``prompt_tokens`` tokens may be scored on their shared
+        prefix's cache (then calls take more rows, forwards no more than before)."""
+        return (
+            self.share_prompt_prefix
+            and use_cached_outputs
+            and prompt_tokens >= MIN_PROMPT_TOKENS
+            and is_causal_lm(self.model)
+        )
 
     def _attribute_bivariate(
         self,
@@ -263,7 +292,7 @@ class LLMShapley(LLMAttribution):
             if forward_in_tokens:
                 scores = self._score_token_by_token(prompts, target, use_cached_outputs)
             else:
-                scores = self._score_in_one_pass(prompts, target)
+                scores = self._score_in_one_pass(prompts, target, use_cached_outputs)
             token_log_probs[rows] = scores.to(token_log_probs.dtype)
         total_log_prob = token_log_probs.sum(dim=1)
         if self.include_per_token_attr:
@@ -285,23 +314,42 @@ class LLMShapley(LLMAttribution):
             logits = logits[:, 0]
         return logits
 
-    def _score_in_one_pass(self, prompts: Tensor, target: Tensor) -> Tensor:
+    def _answer_scores(self, outputs: Any, target: Tensor) -> Tensor:
+        """``(P, T)`` log-probabilities of the answer from a forward that ends with it."""
+        # the last T + 1 positions (or all): the T before the last predict the answer
+        logits = self._logits(outputs)[:, -(target.numel() + 1) : -1]
+        return _answer_log_probs(logits, target)
+
+    def _score_in_one_pass(
+        self, prompts: Tensor, target: Tensor, share_prefix: bool = False
+    ) -> Tensor:
         """``(P, T)`` log-probabilities of the answer, prompt and answer in one forward.
 
         Captum's ``forward_in_tokens=False`` for P prompts of one length; logits
         only at the T positions that predict the answer where the model allows.
+        With ``share_prefix`` (``use_cached_outputs``) a transformers causal LM
+        computes the prompts' shared prefix once where that saves tokens
+        (:func:`~captum_graphshap.llm.prefix_cache.shared_prefix_scores`).
+        Forwards take at most the rows ``attribute`` sized them for.
         """
-        count, steps = prompts.shape[0], target.numel()
-        full = torch.cat([prompts, target.expand(count, -1)], dim=1)
-        with torch.no_grad():
-            outputs = self.model.forward(
-                input_ids=full,
-                attention_mask=torch.ones_like(full),
-                **logits_kept(self.model, steps + 1),
+        rows = getattr(self, "_forward_rows", None)
+        if share_prefix and self.share_prompt_prefix and is_causal_lm(self.model):
+            shared = shared_prefix_scores(
+                self.model, prompts, target, self._answer_scores, max_rows=rows
             )
-        # the last T + 1 positions (or all): the T before the last predict the answer
-        logits = self._logits(outputs)[:, -(steps + 1) : -1]
-        return _answer_log_probs(logits, target)
+            if shared is not None:
+                return shared
+        scores = []
+        for part in prompts.split(rows or prompts.shape[0]):
+            full = torch.cat([part, target.expand(part.shape[0], -1)], dim=1)
+            with torch.no_grad():
+                outputs = self.model.forward(
+                    input_ids=full,
+                    attention_mask=torch.ones_like(full),
+                    **logits_kept(self.model, target.numel() + 1),
+                )
+            scores.append(self._answer_scores(outputs, target))
+        return torch.cat(scores)
 
     def _score_token_by_token(
         self, prompts: Tensor, target: Tensor, use_cached_outputs: bool
@@ -326,7 +374,7 @@ class LLMShapley(LLMAttribution):
         if is_causal_lm(self.model):
             # teacher forcing: the causal mask gives each answer token the logits
             # stepping would, in one forward instead of two
-            return self._score_in_one_pass(prompts, target)
+            return self._score_in_one_pass(prompts, target, share_prefix=True)
         keyword = cache_keyword(self.model)
         with torch.no_grad():
             outputs = self.model.forward(

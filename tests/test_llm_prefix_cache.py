@@ -1,0 +1,220 @@
+"""The shared-prefix path of LLMShapley: the prompts' common prefix computed once.
+
+For a transformers causal LM, the perturbed prompts of a chunk share the
+reference row's first tokens; their key/value cache is computed once and the
+rows are scored in groups after it. The attributions must be the one-pass
+path's (``LLMShapley.share_prompt_prefix = False``) to rounding, on Llama and
+GPT-2, token by token or in one pass, for graph methods (long shared
+prefixes) and for random coalitions (little sharing), with no warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import warnings
+
+import pytest
+import torch
+from captum.attr import TextTokenInput
+
+import captum_graphshap as cg
+from captum_graphshap.apps import toy_task
+from captum_graphshap.llm import LLMShapley
+from captum_graphshap.llm import prefix_cache as pc
+
+transformers = pytest.importorskip("transformers")
+
+LETTERS = toy_task.VOCAB[2:]
+#: 40 letters: long enough for the path (at least MIN_PROMPT_TOKENS)
+PROMPT = " ".join(LETTERS[(7 * i + 3) % len(LETTERS)] for i in range(40))
+ANSWER = "h a b"
+
+
+def llama(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(toy_task.VOCAB),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    return transformers.LlamaForCausalLM(config).to(dtype).eval()
+
+
+def gpt2(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(toy_task.VOCAB), n_embd=32, n_layer=2, n_head=4, n_positions=128
+    )
+    return transformers.GPT2LMHeadModel(config).to(dtype).eval()
+
+
+MODELS = {"llama": llama, "gpt2": gpt2}
+
+
+def cached_calls(model: torch.nn.Module) -> list[int]:
+    """Record, per forward, the length of the cache it was given (0 without one)."""
+    lengths: list[int] = []
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def recorded(*args, **kwargs):
+        cache = kwargs.get("cache")
+        lengths.append(0 if cache is None else cache.get_seq_length())
+        return forward(*args, **kwargs)
+
+    model.forward = recorded  # type: ignore[method-assign]
+    return lengths
+
+
+def attribute(model, method, share: bool, **options):
+    """LLMShapley's attribution of ANSWER after PROMPT with the path on or off,
+    checked to raise no warning; and the cache lengths of its forwards."""
+    tokenizer = toy_task.LetterTokenizer()
+    explainer = LLMShapley(method(model), tokenizer)
+    explainer.share_prompt_prefix = share
+    lengths = cached_calls(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = explainer.attribute(TextTokenInput(PROMPT, tokenizer), target=ANSWER, **options)
+    model.forward = type(model).forward.__get__(model)  # type: ignore[method-assign]
+    return result, lengths
+
+
+def assert_same(ours, plain, atol: float) -> None:
+    torch.testing.assert_close(ours.seq_attr, plain.seq_attr, atol=atol, rtol=0)
+    torch.testing.assert_close(ours.token_attr, plain.token_attr, atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("forward_in_tokens", [True, False])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_lshapley_on_the_shared_prefix_equals_the_one_pass_path(name, forward_in_tokens):
+    model = MODELS[name]()
+    options = dict(k=1, forward_in_tokens=forward_in_tokens)
+    plain, plain_lengths = attribute(model, cg.LShapley, share=False, **options)
+    ours, lengths = attribute(model, cg.LShapley, share=True, **options)
+    assert_same(ours, plain, atol=1e-5)
+    assert not any(plain_lengths)  # off: every prompt scored in full
+    assert any(lengths)  # on: groups scored after a shared prefix's cache
+
+
+def test_float64_llama_agrees_to_double_rounding():
+    model = llama(torch.float64)
+    plain, _ = attribute(model, cg.LShapley, share=False, k=1)
+    ours, lengths = attribute(model, cg.LShapley, share=True, k=1)
+    assert any(lengths)
+    assert_same(ours, plain, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_random_coalitions_with_little_sharing_are_still_right(name):
+    model = MODELS[name]()
+    plain, ours = (
+        attribute(
+            model,
+            cg.ShapleySampling,
+            share=share,
+            n_samples=2,
+            perturbations_per_eval=16,
+            generator=torch.Generator().manual_seed(0),
+        )[0]
+        for share in (False, True)
+    )
+    assert_same(ours, plain, atol=1e-5)
+
+
+def test_without_use_cached_outputs_every_prompt_is_scored_in_full():
+    model = llama()
+    _, lengths = attribute(model, cg.LShapley, share=True, k=1, use_cached_outputs=False)
+    assert lengths and not any(lengths)
+
+
+def scores(model, prompts: torch.Tensor, share: bool) -> torch.Tensor:
+    explainer = LLMShapley(cg.LShapley(model), toy_task.LetterTokenizer())
+    explainer.share_prompt_prefix = share
+    target = torch.tensor([3, 4, 5])
+    return explainer._score_in_one_pass(prompts, target, share_prefix=True)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_identical_rows_recompute_their_last_prompt_token(name):
+    model = MODELS[name]()
+    prompts = torch.randint(2, len(toy_task.VOCAB), (1, 48)).expand(6, -1).clone()
+    lengths = cached_calls(model)
+    ours = scores(model, prompts, share=True)
+    assert max(lengths) == 47  # the prefix is every prompt token but the last
+    torch.testing.assert_close(ours, scores(model, prompts, share=False), atol=1e-5, rtol=0)
+
+
+def test_rows_are_scattered_back_in_their_order():
+    model = llama()
+    generator = torch.Generator().manual_seed(1)
+    prompts = torch.zeros(12, 40, dtype=torch.long)
+    for row, start in enumerate(torch.randperm(36, generator=generator)[:12].tolist()):
+        window = torch.randint(2, len(toy_task.VOCAB), (3,), generator=generator)
+        prompts[row, start : start + 3] = window
+    torch.testing.assert_close(
+        scores(model, prompts, share=True), scores(model, prompts, share=False), atol=1e-5, rtol=0
+    )
+
+
+def test_short_prompts_and_single_rows_take_the_one_pass_path():
+    model = llama()
+    target = torch.tensor([3, 4])
+    answer = lambda outputs, target: outputs  # noqa: E731 - never called
+    short = torch.zeros(4, pc.MIN_PROMPT_TOKENS - 1, dtype=torch.long)
+    assert pc.shared_prefix_scores(model, short, target, answer) is None
+    single = torch.zeros(1, 64, dtype=torch.long)
+    assert pc.shared_prefix_scores(model, single, target, answer) is None
+
+
+def test_first_differences_from_the_mode():
+    prompts = torch.tensor([[0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 0, 6], [0, 0, 0, 0]])
+    reference, first = pc.first_differences(prompts)
+    assert reference.tolist() == [0, 0, 0, 0]
+    assert first.tolist() == [4, 1, 3, 4]
+
+
+def test_groups_cover_the_rows_in_order_and_cost_no_more_than_one_group():
+    shared = sorted(torch.randint(0, 100, (200,)).tolist(), reverse=True)
+    groups, cost = pc.plan_groups(shared, 108, 32, max_rows=200)
+    assert groups[0][0] == 0 and groups[-1][1] == 200
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(groups))
+    assert cost == sum((e - s) * (108 - shared[e - 1]) + 32 for s, e in groups)
+    assert cost <= 200 * (108 - shared[-1]) + 32
+    # no sharing: one group, or as few as max_rows allows
+    assert pc.plan_groups([0] * 10, 50, 32, max_rows=10) == ([(0, 10)], 10 * 50 + 32)
+    assert pc.plan_groups([0] * 10, 50, 32, max_rows=4)[0] == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_groups_keep_to_the_rows_of_a_one_pass_forward(monkeypatch):
+    """A call takes SHARED_PREFIX_ROWS times the rows; no forward more than one
+    pass would take (TOKENS_PER_CALL // L rows), with the path on or off."""
+    from captum_graphshap.llm import llm_shapley
+
+    monkeypatch.setattr(llm_shapley, "TOKENS_PER_CALL", 40 * 6)  # 6 rows of 40 tokens
+    model, tokenizer = llama(), toy_task.LetterTokenizer()
+    results, rows = {}, {}
+    for share in (False, True):
+        explainer = LLMShapley(cg.LShapley(model), tokenizer)
+        explainer.share_prompt_prefix = share
+        calls: list[tuple[int, int]] = []
+        forward = model.forward
+
+        @functools.wraps(forward)
+        def counted(*args, _calls=calls, _forward=forward, **kwargs):
+            _calls.append(tuple(kwargs["input_ids"].shape))
+            return _forward(*args, **kwargs)
+
+        model.forward = counted  # type: ignore[method-assign]
+        results[share] = explainer.attribute(TextTokenInput(PROMPT, tokenizer), target=ANSWER, k=1)
+        model.forward = forward  # type: ignore[method-assign]
+        rows[share] = calls
+    assert max(r for r, _ in rows[False]) == max(r for r, _ in rows[True]) == 6
+    tokens = {share: sum(r * n for r, n in calls) for share, calls in rows.items()}
+    assert tokens[True] < 0.75 * tokens[False]
+    assert_same(results[True], results[False], atol=1e-5)
