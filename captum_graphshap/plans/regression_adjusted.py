@@ -63,11 +63,11 @@ SELECTION_MAX_PARAMETERS = 320
 #: Above this many features (where ``estimator="auto"`` leaves the Walsh-basis
 #: process for this fit) the count is not cross-validated: it is a quarter of
 #: :func:`triple_count` below :data:`WIDE_HALF_PAIRS_PER_FEATURE` pairs per
-#: feature and half of it from there. On four d = 49 models (a CNN on 7 x 7
-#: patches of digits, ReLU and SiLU; two MLPs) these were within 5% of the
-#: selection's error at 1,024 and 2,048 evaluations, and at 4,096 on the ReLU
-#: CNN half was (a quarter 19% worse); the selection cost 20 fits
-#: (benchmarks/README.md, "The cubic fit above 32 features").
+#: feature and half of it from there. On five d = 49 models its error was
+#: 0.98-1.08x the cross-validated count's on a CNN on 7 x 7 patches of digits
+#: (ReLU and SiLU, 1,024-4,096 evaluations) and 0.90-1.01x on three MLPs (1,024
+#: and 2,048), and 1.3-5x below the kernel fit's; the selection cost 20 fits
+#: (``benchmarks/wide_cubic.py``, benchmarks/README.md).
 WIDE_FEATURES = 32
 WIDE_HALF_PAIRS_PER_FEATURE = 16
 
