@@ -176,17 +176,22 @@ def select_triples(strength: Tensor, count: int) -> Tensor:
     partners = max(2, min(d - 1, math.isqrt(9 * count // d) + 2))
     masked = score.clone()
     masked.diagonal(dim1=1, dim2=2).fill_(-1)
-    top = torch.topk(masked, partners, dim=2).indices  # (N, d, p)
+    # rows of a 2-d view: torch's topk over the last of three dimensions is slower
+    top = torch.topk(masked.reshape(-1, d), partners, dim=1).indices.view(batch, d, partners)
     pairs = torch.triu_indices(partners, partners, 1, device=score.device)
     first = torch.arange(d, device=score.device)[None, :, None].expand(batch, d, pairs.shape[1])
-    triples = torch.stack([first, top[:, :, pairs[0]], top[:, :, pairs[1]]], dim=3)
-    triples = triples.reshape(batch, -1, 3).sort(dim=2).values
-    codes = (triples[..., 0] * d + triples[..., 1]) * d + triples[..., 2]
-    codes, order = codes.sort(dim=1)
-    triples = triples.gather(1, order[..., None].expand(-1, -1, 3))
-    gather = torch.arange(batch, device=strength.device)[:, None]
-    i, j, k = triples.unbind(dim=2)
-    total = (score[gather, i, j] * score[gather, i, k] * score[gather, j, k]).pow(1.0 / 3.0)
+    a = first.reshape(batch, -1)
+    b, c = top[:, :, pairs[0]].reshape(batch, -1), top[:, :, pairs[1]].reshape(batch, -1)
+    # members in order (three of them: min, max and the rest, not a sort)
+    low, high = torch.minimum(torch.minimum(a, b), c), torch.maximum(torch.maximum(a, b), c)
+    codes = (low * d + (a + b + c - low - high)) * d + high
+    codes = codes.sort(dim=1).values
+    i, k = codes.div(d * d, rounding_mode="floor"), codes % d
+    j = codes.div(d, rounding_mode="floor") % d
+    triples = torch.stack([i, j, k], dim=2)
+    flat = score.reshape(batch, d * d)
+    product = flat.gather(1, i * d + j) * flat.gather(1, i * d + k) * flat.gather(1, j * d + k)
+    total = product.pow(1.0 / 3.0)
     repeated = torch.zeros_like(codes, dtype=torch.bool)
     repeated[:, 1:] = codes[:, 1:] == codes[:, :-1]
     total = total.masked_fill(repeated, -math.inf)
