@@ -218,3 +218,29 @@ def test_groups_keep_to_the_rows_of_a_one_pass_forward(monkeypatch):
     tokens = {share: sum(r * n for r, n in calls) for share, calls in rows.items()}
     assert tokens[True] < 0.75 * tokens[False]
     assert_same(results[True], results[False], atol=1e-5)
+
+
+def test_out_of_memory_halves_the_forwards_of_a_shared_prefix_call():
+    """attribute gives such calls several forwards' rows, so halving the call would
+    not shrink its forwards: out of memory halves the forwards themselves, and the
+    attributions are those of a call that never ran out."""
+    model = llama()
+    expected, _ = attribute(model, cg.LShapley, share=True, k=1)
+    forward, sizes = model.forward, []
+
+    @functools.wraps(forward)
+    def small_batches_only(*args, **kwargs):
+        rows = kwargs["input_ids"].shape[0]
+        if rows > 3:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        sizes.append(rows)
+        return forward(*args, **kwargs)
+
+    model.forward = small_batches_only  # type: ignore[method-assign]
+    tokenizer = toy_task.LetterTokenizer()
+    with pytest.warns(RuntimeWarning, match="rows per forward"):
+        result = LLMShapley(cg.LShapley(model), tokenizer).attribute(
+            TextTokenInput(PROMPT, tokenizer), target=ANSWER, k=1
+        )
+    assert_same(result, expected, atol=1e-5)
+    assert sizes and max(sizes) <= 3

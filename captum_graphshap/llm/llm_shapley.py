@@ -29,9 +29,11 @@ from captum.attr import (
 )
 from torch import Tensor
 
+from .._warnings import warn_caller
 from ..attr.base import GameAttribution
 from ..attr.bivariate_shapley import BivariateShapley
 from ..attr.graph_family import GraphAttribution
+from ..engine.chunk_runner import is_out_of_memory
 from .model_api import (
     cache_keyword,
     context_length,
@@ -330,9 +332,31 @@ class LLMShapley(LLMAttribution):
         With ``share_prefix`` (``use_cached_outputs``) a transformers causal LM
         computes the prompts' shared prefix once where that saves tokens
         (:func:`~captum_graphshap.llm.prefix_cache.shared_prefix_scores`).
-        Forwards take at most the rows ``attribute`` sized them for.
+        Forwards take at most the rows ``attribute`` sized them for; out of
+        memory halves those (and keeps them halved for the calls after).
         """
         rows = getattr(self, "_forward_rows", None)
+        while True:
+            try:
+                return self._scored_in_parts(prompts, target, share_prefix, rows)
+            except (RuntimeError, torch.OutOfMemoryError) as error:
+                # attribute gave this call several forwards' rows (the shared
+                # prefix's sort): halving the call would not shrink its forwards
+                if rows is None or rows <= 1 or not is_out_of_memory(error):
+                    raise
+                rows = self._forward_rows = rows // 2
+                warn_caller(
+                    f"out of memory in a forward call; retrying with {rows} rows per "
+                    "forward (halved).",
+                    RuntimeWarning,
+                )
+                if prompts.is_cuda:
+                    torch.cuda.empty_cache()
+
+    def _scored_in_parts(
+        self, prompts: Tensor, target: Tensor, share_prefix: bool, rows: int | None
+    ) -> Tensor:
+        """:meth:`_score_in_one_pass` with forwards of at most ``rows`` rows."""
         if share_prefix and self.share_prompt_prefix and is_causal_lm(self.model):
             shared = shared_prefix_scores(
                 self.model, prompts, target, self._answer_scores, max_rows=rows
