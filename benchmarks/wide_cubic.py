@@ -14,7 +14,11 @@ values of:
   features);
 - ``cubic_0.25``, ``cubic_0.5``, ``cubic_1.0``: that share of
   :func:`triple_count`, no cross-validation;
-- ``default``: what ``PairedKernelShap()`` does now.
+- ``default``: what ``PairedKernelShap()`` does now;
+- with ``--shear``, ``Shear(budget=...)`` (its cubic fit on triples from
+  its cross-contributions; derivatives counted in the budget) as it runs now
+  (``shear``: the cross-validated count) and with the fixed share the
+  default takes above 32 features (``shear_fixed``).
 
 Models (d = 49, no download): a CNN trained in-process on scikit-learn's
 digits resized to 28 x 28, explained on 7 x 7 patches of 4 x 4 pixels (ReLU and
@@ -44,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from estimators import _train
 
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
+from captum_graphshap.engine.plan import Plan
 from captum_graphshap.plans import regression_adjusted
 from captum_graphshap.plans.paired_designs import paired_kernel_plan
 from captum_graphshap.plans.permutation_fill import filled_permutation_plan
@@ -142,7 +147,7 @@ def truth(game: Game, orderings: int = 3000, seed: int = 123) -> tuple[Tensor, f
     return mean, float((halves[0] - halves[1]).norm() / 2 / mean.norm())
 
 
-def contenders(budget: int, seed: int) -> dict[str, tuple[object, bool]]:
+def contenders(budget: int, seed: int) -> dict[str, tuple[Plan, bool]]:
     """Name -> (plan, whether its count is cross-validated) for ``budget`` evaluations."""
 
     def generator() -> torch.Generator:
@@ -150,7 +155,7 @@ def contenders(budget: int, seed: int) -> dict[str, tuple[object, bool]]:
 
     pairs = (budget - 2) // 2
     count = triple_count(D, pairs)
-    plans: dict[str, tuple[object, bool]] = {
+    plans: dict[str, tuple[Plan, bool]] = {
         "kernel": (paired_kernel_plan(D, budget - 2, generator(), CPU), False),
         "linear": (cubic_kernel_plan(D, pairs, generator(), CPU, triples=0), False),
         "cubic_cv": (cubic_kernel_plan(D, pairs, generator(), CPU, triples=count), True),
@@ -167,7 +172,7 @@ def contenders(budget: int, seed: int) -> dict[str, tuple[object, bool]]:
     return plans
 
 
-def estimate(plan, values: Tensor, cross_validated: bool) -> Tensor:
+def estimate(plan: Plan, values: Tensor, cross_validated: bool) -> Tensor:
     """The plan's estimate; the cross-validated count above 32 features is forced on."""
     if not cross_validated:
         return plan.estimator(values)
@@ -179,11 +184,47 @@ def estimate(plan, values: Tensor, cross_validated: bool) -> Tensor:
         regression_adjusted.WIDE_FEATURES = wide
 
 
+def shear(game: Game, budget: int, seed: int, fixed: bool) -> Tensor:
+    """``Shear``'s estimate of the game at ``budget`` evaluations (its defaults); with
+    ``fixed``, the default's rule above 32 features for its triples instead."""
+    import warnings
+
+    import captum_graphshap as cg
+
+    one = torch.ones(1, D)
+    saved = regression_adjusted.fitted_triple_count, regression_adjusted.SELECTION_MAX_PARAMETERS
+    if fixed:
+
+        def share(d: int, pairs: int, informed: bool = False) -> int:
+            count = triple_count(d, pairs, informed)
+            half = pairs >= regression_adjusted.WIDE_HALF_PAIRS_PER_FEATURE * d
+            return count // 2 if half else count // 4
+
+        regression_adjusted.fitted_triple_count = share
+        regression_adjusted.SELECTION_MAX_PARAMETERS = 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ReLU: the gradient form's notice
+            phi = cg.Shear(lambda z: game(z)[:, None]).attribute(
+                one,
+                torch.zeros_like(one),
+                target=0,
+                budget=budget,
+                generator=torch.Generator().manual_seed(seed),
+            )
+    finally:
+        regression_adjusted.fitted_triple_count, regression_adjusted.SELECTION_MAX_PARAMETERS = (
+            saved
+        )
+    return phi[0].double()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--budgets", default="1024,2048")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--shear", action="store_true", help="also Shear, as now and fixed")
     args = parser.parse_args()
     torch.set_num_threads(1)
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -204,6 +245,12 @@ def main() -> None:
                     for n, (exact, _) in enumerate(truths):
                         relative = float((phi[n] - exact).norm() / exact.norm())
                         errors.setdefault(key, []).append(relative)
+                if args.shear:
+                    for key, fixed in (("shear", False), ("shear_fixed", True)):
+                        for game, (exact, _) in zip(games, truths):
+                            phi = shear(game, budget, seed, fixed)
+                            relative = float((phi - exact).norm() / exact.norm())
+                            errors.setdefault(key, []).append(relative)
             cells = "  ".join(f"{k} {statistics.mean(v):.2e}" for k, v in errors.items())
             print(f"budget {budget}: {cells}", flush=True)
 
