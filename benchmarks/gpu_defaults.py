@@ -11,14 +11,14 @@ connected sets on the 7 x 7 grid) refuse this size, as they should.
 For each call (timed after one untimed call of its own, as the bare model is
 timed after its own; the first call's seconds are printed beside it): model
 rows (counted by wrapping the model), seconds, rows per
-second and their share of the bare model's rows per second (for ``Shear``,
-whose budget also buys derivatives, the share counts its forward equivalents:
-the forward rows plus 4 per Hessian-vector product row and 3 per gradient row,
-the library's count) (resnet18 alone
+second and their share of the bare model's rows per second (resnet18 alone
 on random batches of 256, 512 and 1,024 images, the best), next to Captum's
 ``ShapleyValueSampling`` (``budget // 50`` orderings: 20, 1,000 evaluations) and ``KernelShap``
 (1,024 samples, one image per call as Captum runs it; timed on ``--captum-images``
-images and scaled to 16) where the class estimates the same thing.
+images and scaled to 16) where the class estimates the same thing. ``Shear``'s
+budget also buys derivatives: its share counts its forward equivalents (the
+forward rows plus 4 per Hessian-vector product row and 3 per gradient row,
+the library's count).
 
 Run:  python benchmarks/gpu_defaults.py [--device cuda] [--images 16] [--table PATH]
 """
