@@ -132,8 +132,9 @@ def digits(act: type[nn.Module], seed: int) -> Built:
     return model, x_t, torch.zeros(1, 1, 8, 8), mask, True
 
 
-def digits28(act: type[nn.Module], seed: int) -> Built:
-    """Digits resized to 28 x 28 (bilinear), a two-conv CNN, 16 patches of 7 x 7."""
+def digits28(act: type[nn.Module], seed: int, patch: int = 7, steps: int = 300) -> Built:
+    """Digits resized to 28 x 28 (bilinear), a two-conv CNN trained ``steps`` steps,
+    on ``(28 / patch)^2`` patches of ``patch x patch`` (16 of 7 x 7 by default)."""
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
@@ -151,9 +152,9 @@ def digits28(act: type[nn.Module], seed: int) -> Built:
         nn.Linear(16 * 7 * 7, 10),
     )
     # minibatches: full-batch steps on 1,797 images of 28 x 28 cost seconds each
-    _train(model, x_t, torch.tensor(y), nn.functional.cross_entropy, 300, batch=128)
+    _train(model, x_t, torch.tensor(y), nn.functional.cross_entropy, steps, batch=128)
     rows = torch.arange(28)
-    mask = ((rows[:, None] // 7) * 4 + rows[None, :] // 7).view(1, 1, 28, 28)
+    mask = ((rows[:, None] // patch) * (28 // patch) + rows[None, :] // patch).view(1, 1, 28, 28)
     return model, x_t, torch.zeros(1, 1, 28, 28), mask, True
 
 

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from estimators import _train
+from estimators import _train, digits28
 
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
@@ -64,25 +64,9 @@ Game = Callable[[Tensor], Tensor]
 
 
 def digits(act: type[nn.Module], seed: int) -> list[Game]:
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    small = torch.tensor(x / 16.0, dtype=torch.float32).view(-1, 1, 8, 8)
-    images = nn.functional.interpolate(small, size=28, mode="bilinear", align_corners=False)
-    torch.manual_seed(seed)
-    model = nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        act(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        act(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 7 * 7, 10),
-    )
-    _train(model, images, torch.tensor(y), nn.functional.cross_entropy, 150, batch=128)
-    index = torch.arange(28) // 4
-    mask = (index[:, None] * 7 + index[None, :]).flatten()
+    """``estimators.py``'s digits CNN (150 steps), on 49 patches of 4 x 4 pixels."""
+    model, images, _, mask, _ = digits28(act, seed, patch=4, steps=150)
+    mask = mask.flatten()
     with torch.no_grad():
         predicted = model(images[:8]).argmax(1)
 

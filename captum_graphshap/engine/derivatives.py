@@ -305,12 +305,24 @@ def hessian_vanishes(
     ``S`` but with probability zero; piecewise-linear models give an exact 0
     under autograd, so the test is exact equality.
     """
-    batch = inputs[0].shape[0]
     weights = torch.randn(
         num_features, generator=torch.Generator().manual_seed(0), dtype=torch.float64
     ).to(inputs[0].device, non_blocking=True)
     rows = tuple(x.detach().clone().requires_grad_(True) for x in inputs)
     tangents = tuple(delta * weights[mask].to(delta.dtype) for delta, mask in zip(deltas, masks))
+    products = tuple(
+        torch.zeros_like(r) if h is None else h * delta
+        for h, r, delta in zip(_hessian_products(value_fn, rows, tangents), rows, deltas)
+    )
+    return feature_sums(products, masks, num_features).eq(0).all(dim=1)
+
+
+def _hessian_products(
+    value_fn: ValueFn, rows: tuple[Tensor, ...], tangents: tuple[Tensor, ...]
+) -> tuple[Tensor | None, ...]:
+    """``H^T t`` at ``rows`` (leaves that require grad), detached, per input: the
+    gradient of ``grad f . t`` (reverse over reverse). None where an input has no
+    second derivative (a constant gradient: a linear model)."""
     with torch.enable_grad():
         grads = torch.autograd.grad(
             value_fn(*rows).sum(), rows, create_graph=True, allow_unused=True
@@ -319,14 +331,10 @@ def hessian_vanishes(
             ((g * t).sum() for g, t in zip(grads, tangents) if g is not None),
             rows[0].new_zeros(()),
         )
-        if not directional.requires_grad:  # the gradient is constant: no Hessian at all
-            return torch.ones(batch, dtype=torch.bool, device=inputs[0].device)
-        hvp = torch.autograd.grad(directional, rows, allow_unused=True)
-    products = tuple(
-        torch.zeros_like(r) if h is None else h.detach() * delta
-        for h, r, delta in zip(hvp, rows, deltas)
-    )
-    return feature_sums(products, masks, num_features).eq(0).all(dim=1)
+        if not directional.requires_grad:
+            return (None,) * len(rows)
+        products = torch.autograd.grad(directional, rows, allow_unused=True)
+    return tuple(None if h is None else h.detach() for h in products)
 
 
 def hessian_cross_contributions(
@@ -385,22 +393,9 @@ def hessian_feature_matrix(
             .reshape(copies * batch, *delta.shape[1:])
             for delta, mask in zip(deltas, masks)
         )
-        with torch.enable_grad():
-            grads = torch.autograd.grad(
-                value_fn(*rows).sum(), rows, create_graph=True, allow_unused=True
-            )
-            directional = sum(
-                ((g * t).sum() for g, t in zip(grads, tangents) if g is not None),
-                rows[0].new_zeros(()),
-            )
-            hvp = (  # H^T delta_j
-                torch.autograd.grad(directional, rows, allow_unused=True)
-                if directional.requires_grad
-                else (None,) * len(rows)
-            )
+        hvp = _hessian_products(value_fn, rows, tangents)  # H^T delta_j
         products = tuple(
-            (torch.zeros_like(r) if h is None else h.detach()).view(copies, *x.shape)
-            * delta.unsqueeze(0)
+            (torch.zeros_like(r) if h is None else h).view(copies, *x.shape) * delta.unsqueeze(0)
             for h, r, x, delta in zip(hvp, rows, inputs, deltas)
         )
         return feature_sums(  # (copies, N, i): delta_i^T H^T delta_j = s[n, j, i]
