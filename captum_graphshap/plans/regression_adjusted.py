@@ -64,7 +64,7 @@ SELECTION_MAX_PARAMETERS = 320
 #: process for this fit) the count is not cross-validated: it is a quarter of
 #: :func:`triple_count` below :data:`WIDE_HALF_PAIRS_PER_FEATURE` pairs per
 #: feature and half of it from there. On five d = 49 models its error was
-#: 0.98-1.08x the cross-validated count's on a CNN on 7 x 7 patches of digits
+#: 0.98-1.08x the cross-validated count's on a digits CNN over 49 patches
 #: (ReLU and SiLU, 1,024-4,096 evaluations) and 0.90-1.01x on three MLPs (1,024
 #: and 2,048), and 1.3-5x below the kernel fit's; the selection cost 20 fits
 #: (``benchmarks/wide_cubic.py``, benchmarks/README.md). Triples ranked by
