@@ -43,6 +43,7 @@ from _table import append_row
 from captum.attr import LLMAttribution, ShapleyValueSampling, TextTokenInput
 
 import captum_graphshap as cg
+from captum_graphshap.apps.toy_task import LetterTokenizer
 from captum_graphshap.llm import LLMShapley
 
 SIZES = {
@@ -65,44 +66,6 @@ SIZES = {
         vocab_size=8192,
     ),
 }
-
-
-class NumberTokenizer:
-    """Whitespace tokens ``t0 t1 ...`` with Captum's ``TokenizerLike`` methods."""
-
-    pad_token_id = 0
-
-    def encode(self, text: str, add_special_tokens: bool = True, return_tensors: Any = None) -> Any:
-        ids = [int(token[1:]) for token in text.split()]
-        return torch.tensor([ids]) if return_tensors == "pt" else ids
-
-    def __call__(
-        self, text: str, return_offsets_mapping: bool = False, **kwargs: Any
-    ) -> dict[str, Any]:
-        ids, offsets, position = [], [], 0
-        for token in text.split():
-            start = text.index(token, position)
-            position = start + len(token)
-            ids.append(int(token[1:]))
-            offsets.append((start, position))
-        encoding: dict[str, Any] = {"input_ids": ids}
-        if return_offsets_mapping:
-            encoding["offset_mapping"] = offsets
-        return encoding
-
-    def decode(self, token_ids: Any) -> str:
-        ids = token_ids.tolist() if isinstance(token_ids, torch.Tensor) else token_ids
-        return " ".join(f"t{i}" for i in ([ids] if isinstance(ids, int) else ids))
-
-    def convert_ids_to_tokens(self, token_ids: Any) -> Any:
-        if isinstance(token_ids, int):
-            return f"t{token_ids}"
-        return [f"t{i}" for i in token_ids]
-
-    def convert_tokens_to_ids(self, tokens: Any) -> Any:
-        if isinstance(tokens, str):
-            return int(tokens[1:])
-        return [int(t[1:]) for t in tokens]
 
 
 def build_model(size: str, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
@@ -189,8 +152,9 @@ def main() -> None:
 
     model = build_model(size, device, dtype)
     parameters = sum(p.numel() for p in model.parameters())
-    tokenizer = NumberTokenizer()
     vocab = model.config.vocab_size
+    # whitespace tokens t0 t1 ...: token t<i> is id i
+    tokenizer = LetterTokenizer([f"t{i}" for i in range(vocab)])
     answer = prompt_text(args.answer, vocab, seed=1)
     print(
         f"Llama decoder, {parameters / 1e6:,.1f}M parameters, {dtype}, {device}; prompt "

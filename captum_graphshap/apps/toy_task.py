@@ -14,7 +14,7 @@ Used by the tests, ``benchmarks/llm.py`` and ``tutorials/07_llm_token_attributio
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,7 +28,8 @@ MARKER = 1
 
 
 class LetterTokenizer:
-    """A whitespace tokenizer over :data:`VOCAB` with Captum's ``TokenizerLike`` methods.
+    """A whitespace tokenizer over a vocabulary (:data:`VOCAB` unless given) with
+    Captum's ``TokenizerLike`` methods: token ``i`` of ``vocabulary`` is id ``i``.
 
     Example:
         >>> from captum_graphshap.apps.toy_task import LetterTokenizer
@@ -41,8 +42,17 @@ class LetterTokenizer:
 
     pad_token_id = 0
 
+    def __init__(self, vocabulary: Sequence[str] = tuple(VOCAB)) -> None:
+        self.vocabulary = tuple(vocabulary)
+        self._ids = {token: i for i, token in enumerate(self.vocabulary)}
+
+    def _id(self, token: str) -> int:
+        if token not in self._ids:
+            raise ValueError(f"{token!r} is not in the tokenizer's vocabulary")
+        return self._ids[token]
+
     def encode(self, text: str, add_special_tokens: bool = True, return_tensors: Any = None) -> Any:
-        ids = [VOCAB.index(token) for token in text.split()]
+        ids = [self._id(token) for token in text.split()]
         return torch.tensor([ids]) if return_tensors == "pt" else ids
 
     def __call__(
@@ -56,7 +66,7 @@ class LetterTokenizer:
         for token in text.split():
             start = text.index(token, position)
             position = start + len(token)
-            ids.append(VOCAB.index(token))
+            ids.append(self._id(token))
             offsets.append((start, position))
         encoding: dict[str, Any] = {"input_ids": ids}
         if return_offsets_mapping:
@@ -66,17 +76,17 @@ class LetterTokenizer:
     def decode(self, token_ids: Any) -> str:
         ids = token_ids.tolist() if isinstance(token_ids, torch.Tensor) else token_ids
         ids = [ids] if isinstance(ids, int) else ids
-        return " ".join(VOCAB[i] for i in ids)
+        return " ".join(self.vocabulary[i] for i in ids)
 
     def convert_ids_to_tokens(self, token_ids: Any) -> Any:
         if isinstance(token_ids, int):
-            return VOCAB[token_ids]
-        return [VOCAB[i] for i in token_ids]
+            return self.vocabulary[token_ids]
+        return [self.vocabulary[i] for i in token_ids]
 
     def convert_tokens_to_ids(self, tokens: Any) -> Any:
         if isinstance(tokens, str):
-            return VOCAB.index(tokens)
-        return [VOCAB.index(t) for t in tokens]
+            return self._id(tokens)
+        return [self._id(t) for t in tokens]
 
 
 def make_batch(size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
