@@ -257,19 +257,40 @@ def test_even_pairwise_is_the_weighted_minimum_norm_fit():
         torch.testing.assert_close(mine, mine.transpose(1, 2))
 
 
-def test_blocked_normal_equations_equal_the_streamed_fold_system():
+@pytest.mark.parametrize("shared", [False, True], ids=["own-triples", "shared-triples"])
+def test_blocked_normal_equations_equal_the_streamed_fold_system(shared):
     """Above the Walsh tables' features the one-count fit builds its Grams blockwise
-    (the linear block once for the batch): the same Grams and targets as the design's."""
+    (the linear block once for the batch, the triples' rows once per distinct
+    triple): the same Grams and targets as the design's. Examples with their
+    own triples take the per-example products; examples sharing theirs the one
+    ``(U, U)`` product."""
     from captum_graphshap.plans.odd_fit import blocked_normal_equations
 
     sampled, weights, odd, total, strength = game(24, 5, 300, seed=8)
-    triples = select_triples(strength, 30)
+    if shared:  # every example ranks by the first one's scores, shuffled
+        order = torch.randperm(30, generator=torch.Generator().manual_seed(0))
+        triples = select_triples(strength[:1], 30)[:, order].expand(5, -1, -1)
+    else:
+        triples = select_triples(strength, 30)
     grams, targets = blocked_normal_equations(sampled, weights, odd, triples)
     system = FoldSystems(sampled, weights, odd, triples, 1)
     torch.testing.assert_close(grams, system.whole_gram(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(targets, system.targets[0], rtol=1e-12, atol=1e-12)
     mine, _ = select_and_fit(sampled, weights, odd, total, triples, [30], 1)
     torch.testing.assert_close(mine, reference_fit(sampled, weights, odd, total, triples))
+
+
+def test_distinct_triples_index_back_to_every_examples_triples():
+    from captum_graphshap.plans.odd_fit import distinct_triples
+
+    _, _, _, _, strength = game(20, 6, 100, seed=3)
+    triples = select_triples(strength, 25)
+    triples[3] = triples[0]  # two examples with the same triples
+    distinct, where = distinct_triples(triples)
+    assert torch.equal(distinct[where], triples)
+    assert distinct.shape[0] == torch.unique(triples.reshape(-1, 3), dim=0).shape[0]
+    none, where = distinct_triples(triples[:, :0])
+    assert none.shape == (0, 3) and where.shape == (6, 0)
 
 
 def test_the_pairwise_solver_a_plan_keeps_is_the_minimum_norm_fit():
