@@ -306,9 +306,16 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     torch.testing.assert_close(posterior.mean, plan.estimator(values), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-chunk", "chunks"])
 @pytest.mark.parametrize("d", [1, 2, 3, 6, 9])
-def test_pattern_table_covariances_equal_the_feature_by_feature_build(d: int) -> None:
-    """The gather from the ``2^d`` agreement patterns equals the direct build."""
+def test_pattern_table_covariances_equal_the_feature_by_feature_build(
+    d: int, chunked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gather from the ``2^d`` agreement patterns equals the direct build, built in
+    one chunk of pairs of rows or in chunks of 7 (the last one shorter)."""
+    if chunked:
+        top = min(walsh_gp.MAX_ORDER, d)
+        monkeypatch.setattr(walsh_kernel, "BUILD_CHUNK_ELEMENTS", 7 * (top + 1) * 3 * 2)
     g = torch.Generator().manual_seed(d)
     rows = 2 ** max(0, d - 1) + 3
     signs = (torch.rand(rows, d, generator=g) < 0.5).double() * 2 - 1

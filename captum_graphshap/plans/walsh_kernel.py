@@ -23,6 +23,9 @@ MAX_ORDER = 7
 #: zero by :func:`pseudo_inverse` (a null direction of the design: left out
 #: instead of amplifying rounding by 1e16).
 NULL_EIGENVALUE = 1e-11
+#: :func:`built_covariances`' ``e_k`` per chunk of pairs of rows on the CPU (16 MiB
+#: of float64: the last-level cache of the machines measured)
+BUILD_CHUNK_ELEMENTS = 1 << 21
 
 
 def add_feature(sums: Tensor, weight: Tensor) -> None:
@@ -151,18 +154,38 @@ def cross_covariances(
 
 def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
     """Every prior's covariance ``(E, W, G, rows, rows)``, lower triangle, built feature
-    by feature (``rows^2 / 2 x d x order``): where ``2^d`` patterns outnumber them."""
+    by feature (``rows^2 / 2 x d x order``): where ``2^d`` patterns outnumber them.
+
+    On the CPU the pairs of rows go in chunks whose ``e_k`` fit the cache
+    (:data:`BUILD_CHUNK_ELEMENTS`): the ``d x order`` passes then read memory
+    that is already there. At ``d = 49`` and 512 rows that took a call from
+    0.41 to 0.24 s; on an accelerator one chunk holds them all (each pass is
+    a kernel launch).
+    """
     rows = signs.shape[0]
     # e_k(r_j x_j x'_j) for every pair of rows (the upper triangle: the covariance is
-    # symmetric), built feature by feature
+    # symmetric); x_j x'_j feature-major, so that each feature's pass reads it in order
     first, second = torch.triu_indices(rows, rows, device=signs.device)
-    agree = signs[first] * signs[second]  # (pairs of rows, d): x_j x'_j
-    by_order = relevance.new_zeros(top + 1, *relevance.shape[:2], first.shape[0])
-    by_order[0] = 1.0
-    for j in range(signs.shape[1]):  # (E, W, pairs of rows) weights, one feature at a time
-        add_feature(by_order, relevance[..., j, None] * agree[:, j])
-    packed = torch.einsum("egk,kewn->ewgn", grid, by_order)
-    del by_order
+    columns = signs.T
+    agree = columns[:, first] * columns[:, second]  # (d, pairs of rows)
+    count = first.shape[0]
+    chunk = count
+    if signs.device.type == "cpu":
+        per_pair = (top + 1) * relevance.shape[0] * relevance.shape[1]
+        chunk = max(1, min(count, BUILD_CHUNK_ELEMENTS // per_pair))
+    packed = relevance.new_empty(*relevance.shape[:2], grid.shape[1], count)
+    by_order = relevance.new_empty(top + 1, *relevance.shape[:2], chunk)
+    weight = relevance.new_empty(*relevance.shape[:2], chunk)
+    for start in range(0, count, chunk):
+        width = min(chunk, count - start)
+        sums, term = by_order[..., :width], weight[..., :width]
+        sums.zero_()
+        sums[0] = 1.0
+        for j in range(signs.shape[1]):  # (E, W, pairs) weights, one feature at a time
+            torch.mul(relevance[..., j, None], agree[j, start : start + width], out=term)
+            add_feature(sums, term)
+        packed[..., start : start + width] = torch.einsum("egk,kewn->ewgn", grid, sums)
+    del by_order, weight
     # the factorisation reads the lower triangle only: one scatter, the rest left zero
     covariances = packed.new_zeros(*packed.shape[:3], rows, rows)
     covariances[..., second, first] = packed
