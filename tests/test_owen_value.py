@@ -363,7 +363,7 @@ def test_budgeted_walk_on_a_synthetic_game_is_efficient_and_counts_evaluations()
     def evaluate(example_index, coalitions):
         rows = coalitions.take(torch.arange(len(coalitions)))
         codes = (rows.long() * (2 ** torch.arange(10))).sum(1)
-        return game.table[codes]
+        return game.table[codes][:, None]
 
     for budget in (2, 5, 9, 30, 10**6):
         for leftover in ("profile", "equal"):
@@ -375,8 +375,62 @@ def test_budgeted_walk_on_a_synthetic_game_is_efficient_and_counts_evaluations()
             assert abs(float(phi.sum()) - total) < 1e-10
     expected = brute_winter(h.to_nested(), game.value, 10)
     torch.testing.assert_close(
-        phi[0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=0
+        phi[0, :, 0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=0
     )
+
+
+def test_budgeted_walk_shares_one_walk_between_outputs():
+    """Two outputs (two games) walk together: the budget bounds both at once, each
+    output is efficient, and run to the end each is its own game's Winter value."""
+    h = Hierarchy.from_nested([[0, [1, 2, 3]], [[4, 5], 6], [7, [8, 9]]])
+    games = [table_game(10, 5), table_game(10, 6)]
+    calls = []
+
+    def evaluate(example_index, coalitions):
+        rows = coalitions.take(torch.arange(len(coalitions)))
+        calls.append(rows.shape[0])
+        codes = (rows.long() * (2 ** torch.arange(10))).sum(1)
+        return torch.stack([g.table[codes] for g in games], dim=1)
+
+    for budget in (2, 9, 30, 10**6):
+        calls.clear()
+        phi, spent = budgeted_winter_values(evaluate, [h], budget, torch.device("cpu"))
+        assert phi.shape == (1, 10, 2)
+        assert sum(calls) == int(spent[0]) <= budget
+        for output, g in enumerate(games):
+            total = float(g.table[-1] - g.table[0])
+            assert abs(float(phi[0, :, output].sum()) - total) < 1e-10
+    for output, g in enumerate(games):
+        expected = brute_winter(h.to_nested(), g.value, 10)
+        torch.testing.assert_close(
+            phi[0, :, output], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=0
+        )
+
+
+def test_budget_holds_for_a_multi_output_model_without_target():
+    """Without target every output of the model is explained from one budgeted walk:
+    no more model rows per example than the budget, each output efficient."""
+    calls = []
+
+    def model(x):
+        calls.append(x.shape[0])
+        return torch.stack([x[:, 0] * x[:, 1] + x[:, 2], x.sum(1), x[:, 3] * x[:, 5]], 1)
+
+    x = torch.randn(2, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    hierarchy = [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    for budget in (6, 10, 20):
+        calls.clear()
+        phi = OwenValue(model).attribute(x, target=None, hierarchy=hierarchy, budget=budget)
+        assert phi.shape == (2, 3, 8)
+        assert sum(calls) <= 2 * budget
+        full, empty = model(x), model(torch.zeros_like(x))
+        torch.testing.assert_close(phi.sum(-1), full - empty)
+    # exact (no budget): every output equals its target's Winter value
+    exact = OwenValue(model).attribute(x, target=None, hierarchy=hierarchy)
+    for output in range(3):
+        torch.testing.assert_close(
+            exact[:, output], OwenValue(model).attribute(x, target=output, hierarchy=hierarchy)
+        )
 
 
 def test_inside_noise_tunnel_and_dataloader_attribution():

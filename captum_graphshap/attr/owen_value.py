@@ -42,7 +42,10 @@ class OwenOptions(Options):
             above :data:`~captum_graphshap.plans.limits.MAX_COALITIONS`
             coalitions. When the exact plan needs more, the budgeted walk
             splits the nodes of largest contribution first (SHAP's
-            ``max_evals``); it stays efficient.
+            ``max_evals``); it stays efficient. Without ``target``, a
+            multi-output model's outputs share one walk (its splits go
+            where their contributions summed over the outputs are
+            largest), so the budget bounds the evaluations of all together.
         leftover: how the budgeted walk shares what it leaves unsplit among
             a node's leaves: ``"profile"`` (default: each child's average
             gain where the node was split, shifted to the unsplit total;
@@ -153,14 +156,20 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
             )
 
         def evaluate(example_index: torch.Tensor, coalitions: Any) -> torch.Tensor:
+            # every output: a multi-output model's outputs share one walk (and the budget)
             return game.evaluate_rows(
-                example_index, coalitions, distinct=True, show_progress=show_progress, desc=desc
+                example_index,
+                coalitions,
+                distinct=True,
+                show_progress=show_progress,
+                desc=desc,
+                every_output=True,
             )
 
         phi, _ = budgeted_winter_values(
             evaluate, hierarchies, limit, game.device, leftover=options.leftover
         )
-        return Outcome(phi[:, :d])
+        return Outcome(phi[:, :d, game.output_index])
 
 
 def _per_example_nested(hierarchy: Any, game: CoalitionGame) -> list[Hierarchy] | None:

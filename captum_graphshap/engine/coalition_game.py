@@ -218,6 +218,7 @@ class CoalitionGame:
         reference_index: Tensor | None = None,
         show_progress: bool = False,
         desc: str = "coalitions",
+        every_output: bool = False,
     ) -> Tensor:
         """Values of (example, coalition) rows, for plans that differ per example.
 
@@ -230,6 +231,11 @@ class CoalitionGame:
                 ``(R,)`` long: the row's single reference of the background set
                 (single-reference games, sampled references). None averages
                 every reference, as :meth:`evaluate` does.
+            every_output:
+                ``(R, outputs)`` values of every output of a multi-output
+                model (``(R, 1)`` with one output): for adaptive plans whose
+                next rows depend on the values, so that one plan serves
+                every output and the runs of the other outputs replay it.
 
         Returns:
             ``(R,)`` tensor in :func:`accumulation_dtype`. Repeated rows are
@@ -258,7 +264,8 @@ class CoalitionGame:
             show_progress=show_progress,
             desc=desc,
             reference_index=reference_index,
-        )  # (U,)
+            every_output=every_output,
+        )  # (U,) or (U, outputs)
         return totals if inverse is None else totals[inverse]
 
     def restricted(self, examples: Tensor | None, ids: Tensor | None) -> CoalitionGame:
@@ -424,25 +431,28 @@ class CoalitionGame:
         desc: str,
         per_reference: bool = False,
         reference_index: Tensor | None = None,
+        every_output: bool = False,
     ) -> Tensor:
         """Evaluate every (coalition, reference) unit (:class:`~.chunk_runner.ChunkRun`).
 
         In multi-output mode, the run of the first output records all outputs
         on the tape and the runs of the other outputs replay them.
+        ``every_output``: all outputs (a trailing dimension, 1 with one output).
         """
+        output = slice(None) if every_output else self.output_index
         if self.outputs > 1:
             key = tape_key(coalitions, example_index, reference_index, per_reference)
             position = self.tape_position
             self.tape_position += 1
             if position < len(self.tape) and self.tape[position][0] == key:
-                return self.tape[position][1][..., self.output_index]
+                return self.tape[position][1][..., output]
         run = ChunkRun(self, coalitions, example_index, reference_index, per_reference)
         totals = run.run(units_per_call, show_progress, desc)
         if self.outputs == 1:
-            return totals
+            return totals[..., None] if every_output else totals
         if position == len(self.tape):
             self.tape.append((key, totals))
-        return totals[..., self.output_index]
+        return totals[..., output]
 
     def call_model(self, perturbed: tuple[Tensor, ...], args: tuple[Any, ...]) -> Tensor:
         """The model's output on rows ``perturbed`` (:func:`~.output_modes.check_output`)."""

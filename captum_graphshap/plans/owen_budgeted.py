@@ -10,6 +10,11 @@ leaves by the node's children's average gains where it was split (or in
 equal shares, SHAP's ``lower_credit``, ``leftover="equal"``). Every split
 keeps the sum, so the estimate is efficient, and run to the end it is the
 exact Winter value. ``benchmarks/partition.py`` compares both with SHAP.
+
+Values carry a trailing outputs dimension: a multi-output model's outputs
+share one walk, whose splits go where ``|v(c + B) - v(c)|`` summed over
+the outputs is largest, so every output is credited from the same
+evaluations and the budget holds for all of them together.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ LEFTOVER_SHARES = ("profile", "equal")
 #: (``2^k - 2`` evaluations); their items keep the equal share.
 MAX_SPLIT_CHILDREN = 24
 
-#: ``(example_index, coalitions) -> values``: one engine call over the batch
+#: ``(example_index, coalitions) -> (rows, outputs)`` values: one engine call over the batch
 Evaluate = Callable[[Tensor, NodeUnionCoalitions], Tensor]
 
 
@@ -44,9 +49,13 @@ class _Items:
     example: Tensor
     node: Tensor
     context: Tensor  # (E, W) member nodes of c, -1 padded
-    low: Tensor
-    high: Tensor
+    low: Tensor  # (E, outputs)
+    high: Tensor  # (E, outputs)
     weight: Tensor
+
+    def gain(self) -> Tensor:
+        """``(E, outputs)`` ``(v(c + node) - v(c)) * weight``."""
+        return (self.high - self.low) * self.weight[:, None]
 
     def select(self, keep: Tensor) -> _Items:
         return _Items(*(t[keep] for t in self.fields()))
@@ -74,8 +83,10 @@ def budgeted_winter_values(
 ) -> tuple[Tensor, Tensor]:
     """Winter values within ``budget`` evaluations per example, one hierarchy per example.
 
-    Returns ``(N, d)`` float64 attributions and the ``(N,)`` evaluations
-    spent (never above ``budget``). Exact when the budget covers every split.
+    ``evaluate`` gives ``(rows, O)`` values, ``O`` outputs of the model that
+    share the walk. Returns ``(N, d, O)`` float64 attributions and the
+    ``(N,)`` evaluations spent (never above ``budget``, whatever ``O``).
+    Exact when the budget covers every split.
     ``leftover`` shares what is left unsplit among a node's leaves:
     ``"equal"`` (SHAP's ``lower_credit``) or ``"profile"`` (each child's
     average gain per unit weight where the node was split, shifted to the
@@ -89,19 +100,20 @@ def budgeted_winter_values(
     examples = torch.arange(batch, device=device)
     roots = forest.roots[tree_of]
     store = forest.coalitions(torch.stack([torch.full_like(roots, -1), roots], dim=1).view(-1, 1))
-    values = evaluate(examples.repeat_interleave(2), store).view(batch, 2)
+    values = evaluate(examples.repeat_interleave(2), store).double()
+    values = values.view(batch, 2, values.shape[-1])
     spent = torch.full((batch,), 2, dtype=torch.long, device=device)
-    credit = torch.zeros(batch, d, dtype=torch.float64, device=device)
+    credit = torch.zeros(batch, d, values.shape[-1], dtype=torch.float64, device=device)
     items = _Items(
         examples,
         roots,
         torch.full((batch, 0), -1, dtype=torch.long, device=device),
-        values[:, 0].double(),
-        values[:, 1].double(),
+        values[:, 0],
+        values[:, 1],
         torch.ones(batch, dtype=torch.float64, device=device),
     )
     items = _credit_leaves(items, forest, credit)
-    profile = _Profile.empty(batch, forest)
+    profile = _Profile.empty(batch, forest, values.shape[-1])
     while items.example.numel():
         chosen = _choose(items, forest, spent, budget)
         if not bool(chosen.any()):
@@ -123,19 +135,19 @@ class _Profile:
     """Per (example, node): weight of the node's splits, and gain its items received."""
 
     split_weight: Tensor  # (N, nodes)
-    received: Tensor  # (N, nodes)
+    received: Tensor  # (N, nodes, outputs)
 
     @classmethod
-    def empty(cls, batch: int, forest: Forest) -> _Profile:
+    def empty(cls, batch: int, forest: Forest, outputs: int) -> _Profile:
         shape = (batch, forest.parent.shape[0])
         device = forest.parent.device
         zeros = torch.zeros(shape, dtype=torch.float64, device=device)
-        return cls(zeros, zeros.clone())
+        return cls(zeros, torch.zeros(*shape, outputs, dtype=torch.float64, device=device))
 
     def record(self, split: _Items, children: _Items) -> None:
         self.split_weight.index_put_((split.example, split.node), split.weight, accumulate=True)
-        gain = (children.high - children.low) * children.weight
-        self.received.index_put_((children.example, children.node), gain, accumulate=True)
+        index = (children.example, children.node)
+        self.received.index_put_(index, children.gain(), accumulate=True)
 
     def share(self, items: _Items, forest: Forest, credit: Tensor) -> None:
         """Push unsplit totals down the tree, level by level, to the leaves.
@@ -146,9 +158,8 @@ class _Profile:
         average split, shifted so the shares add up to g.
         """
         total = torch.zeros_like(self.received)
-        weight = torch.zeros_like(self.received)
-        gain = (items.high - items.low) * items.weight
-        total.index_put_((items.example, items.node), gain, accumulate=True)
+        weight = torch.zeros_like(self.split_weight)
+        total.index_put_((items.example, items.node), items.gain(), accumulate=True)
         weight.index_put_((items.example, items.node), items.weight, accumulate=True)
         inner = forest.parent >= 0
         parent = forest.parent.clamp(min=0)
@@ -158,15 +169,15 @@ class _Profile:
         for level in range(1, int(forest.level.max()) + 1 if forest.level.numel() else 1):
             nodes = torch.nonzero(forest.level == level)[:, 0]
             up = parent[nodes]
-            fraction = forest.size[nodes].double() / forest.size[up].double()
-            split = self.split_weight[:, up]
+            fraction = (forest.size[nodes].double() / forest.size[up].double())[:, None]
+            split = self.split_weight[:, up, None]
             safe = split.clamp(min=torch.finfo(torch.float64).tiny)
             shift = torch.where(
                 split > 0,
                 self.received[:, nodes] / safe - fraction * received_by_children[:, up] / safe,
                 0.0,
             )
-            total[:, nodes] += total[:, up] * fraction + weight[:, up] * shift
+            total[:, nodes] += total[:, up] * fraction + weight[:, up, None] * shift
             weight[:, nodes] += weight[:, up]
         leaves = torch.nonzero(forest.leaf_id >= 0)[:, 0]
         credit.index_add_(1, forest.leaf_id[leaves], total[:, leaves])
@@ -186,7 +197,7 @@ def _choose(items: _Items, forest: Forest, spent: Tensor, budget: int) -> Tensor
     costly for what is left is passed over, not waited for.
     """
     cost = _split_cost(items, forest).clamp(max=budget + 1)
-    priority = (items.high - items.low).abs() * items.weight
+    priority = (items.high - items.low).abs().sum(dim=1) * items.weight  # over the outputs
     order = torch.argsort(-priority, stable=True)
     order = order[torch.argsort(items.example[order], stable=True)]
     example = items.example[order]
@@ -227,14 +238,14 @@ def _split(split: _Items, forest: Forest, evaluate: Evaluate, spent: Tensor) -> 
         [torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in rows]
     )
     example_index = torch.cat(owners)
-    values = evaluate(example_index, forest.coalitions(padded)).double()
+    values = evaluate(example_index, forest.coalitions(padded)).double()  # (rows, outputs)
     spent.index_add_(0, example_index, torch.ones_like(example_index))
     cursor = 0
     for k, group, child in tables:
         count = group.example.shape[0]
-        middle = values[cursor : cursor + count * (2**k - 2)].view(count, 2**k - 2)
+        middle = values[cursor : cursor + count * (2**k - 2)].view(count, 2**k - 2, -1)
         cursor += count * (2**k - 2)
-        table = torch.cat([group.low[:, None], middle, group.high[:, None]], dim=1)
+        table = torch.cat([group.low[:, None], middle, group.high[:, None]], dim=1)  # (n, 2^k, O)
         parts.append(_children_items(group, child, table, k))
     return _Items.cat(parts)
 
@@ -258,8 +269,8 @@ def _children_items(group: _Items, child: Tensor, table: Tensor, k: int) -> _Ite
         group.example[:, None, None].expand(shape).reshape(-1),
         child[:, :, None].expand(shape).reshape(-1),
         torch.cat([context, added], dim=3).reshape(-1, group.context.shape[1] + k),
-        table.gather(1, without.reshape(1, -1).expand(count, -1)).reshape(-1),
-        table.gather(1, with_p.reshape(1, -1).expand(count, -1)).reshape(-1),
+        table[:, without.reshape(-1)].reshape(-1, table.shape[-1]),
+        table[:, with_p.reshape(-1)].reshape(-1, table.shape[-1]),
         (group.weight[:, None, None] * weight[None]).reshape(-1),
     )
 
@@ -268,7 +279,7 @@ def _credit_leaves(items: _Items, forest: Forest, credit: Tensor) -> _Items:
     """Credit the items on leaves to their feature; return the others."""
     leaf = forest.leaf_id[items.node]
     on_leaf = leaf >= 0
-    gain = (items.high - items.low) * items.weight
+    gain = items.gain()
     credit.index_put_((items.example[on_leaf], leaf[on_leaf]), gain[on_leaf], accumulate=True)
     return items.select(~on_leaf)
 
@@ -277,9 +288,9 @@ def _share_equally(items: _Items, forest: Forest, tree_of: Tensor, credit: Tenso
     """Unsplit items: each leaf of the node gets an equal share of ``(v(c + B) - v(c)) w``."""
     if not items.example.numel():
         return
-    batch, d = credit.shape
-    share = (items.high - items.low) * items.weight / forest.size[items.node]
-    marks = torch.zeros(batch, d + 1, dtype=torch.float64, device=credit.device)
+    batch, d, outputs = credit.shape
+    share = items.gain() / forest.size[items.node][:, None]
+    marks = torch.zeros(batch, d + 1, outputs, dtype=torch.float64, device=credit.device)
     marks.index_put_((items.example, forest.start[items.node]), share, accumulate=True)
     marks.index_put_((items.example, forest.end[items.node]), -share, accumulate=True)
     per_position = marks.cumsum(dim=1)[:, :d]
