@@ -257,15 +257,28 @@ def test_even_pairwise_is_the_weighted_minimum_norm_fit():
         torch.testing.assert_close(mine, mine.transpose(1, 2))
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["own-triples", "shared-triples"])
-def test_blocked_normal_equations_equal_the_streamed_fold_system(shared):
+@pytest.mark.parametrize(
+    ("shared", "deduplicated"),
+    [(False, True), (True, True), (True, False)],
+    ids=["own-triples", "shared-triples", "shared-not-deduplicated"],
+)
+def test_blocked_normal_equations_equal_the_streamed_fold_system(shared, deduplicated, monkeypatch):
     """Above the Walsh tables' features the one-count fit builds its Grams blockwise
     (the linear block once for the batch, the triples' rows once per distinct
     triple): the same Grams and targets as the design's. Examples with their
     own triples take the per-example products; examples sharing theirs the one
-    ``(U, U)`` product."""
+    ``(U, U)`` product; off the CPU, triples are not deduplicated (every
+    example's are its own rows), as the third case does here."""
+    from captum_graphshap.plans import odd_fit
     from captum_graphshap.plans.odd_fit import blocked_normal_equations
 
+    if not deduplicated:
+
+        def every_triple_its_own(triples):
+            batch, k = triples.shape[:2]
+            return triples.reshape(-1, 3), torch.arange(batch * k).view(batch, k)
+
+        monkeypatch.setattr(odd_fit, "distinct_triples", every_triple_its_own)
     sampled, weights, odd, total, strength = game(24, 5, 300, seed=8)
     if shared:  # every example ranks by the first one's scores, shuffled
         order = torch.randperm(30, generator=torch.Generator().manual_seed(0))
