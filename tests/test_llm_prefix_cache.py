@@ -150,6 +150,87 @@ def test_identical_rows_recompute_their_last_prompt_token(name):
     torch.testing.assert_close(ours, scores(model, prompts, share=False), atol=1e-5, rtol=0)
 
 
+def nested_prompts(length: int, orderings: int, seed: int) -> torch.Tensor:
+    """A permutation sampler's rows: per ordering, the input's first j tokens in that
+    order, the rest at the baseline 0, for j = 0 .. length."""
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(2, len(toy_task.VOCAB), (length,), generator=generator)
+    rows = []
+    for _ in range(orderings):
+        rank = torch.argsort(torch.randperm(length, generator=generator))
+        rows += [torch.where(rank < j, tokens, 0) for j in range(length + 1)]
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("max_rows", [None, 30])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_nested_coalitions_take_the_blockwise_path_and_equal_one_pass(name, max_rows, monkeypatch):
+    """A permutation sampler's rows share prefixes among themselves, not with one
+    reference: computed block by block, once per distinct prefix (in parts of at
+    most ``max_rows`` rows), with the one-pass values, in the rows' order. (A
+    block costs 16 tokens here, so that small parts take the path too.)"""
+    monkeypatch.setattr(pc, "BLOCK_COST_TOKENS", {"cpu": 16})
+    blockwise = []
+    monkeypatch.setattr(
+        pc,
+        "prefix_class_scores",
+        lambda *args, _run=pc.prefix_class_scores: blockwise.append(1) or _run(*args),
+    )
+    model = MODELS[name]()
+    prompts = nested_prompts(64, 2, seed=3)
+    prompts = prompts[torch.randperm(prompts.shape[0], generator=torch.Generator().manual_seed(0))]
+    target = torch.tensor([3, 4, 5])
+    forward, calls = model.forward, []
+
+    @functools.wraps(forward)
+    def counted(*args, **kwargs):
+        cache = kwargs.get("cache")
+        past = 0 if cache is None else cache.get_seq_length()
+        calls.append((kwargs["input_ids"].shape[0], past, kwargs["input_ids"].shape[1]))
+        return forward(*args, **kwargs)
+
+    model.forward = counted  # type: ignore[method-assign]
+    with torch.no_grad():
+        ours = pc.shared_prefix_scores(
+            model,
+            prompts,
+            target,
+            LLMShapley(cg.LShapley(model), None)._answer_scores,
+            max_rows=max_rows,
+        )
+    model.forward = forward  # type: ignore[method-assign]
+    assert ours is not None and blockwise
+    assert len(calls) > 2 and any(past for _, past, _ in calls)  # several blocks on caches
+    if max_rows is None:  # one part: about half the one-pass tokens
+        computed = sum(rows * width for rows, _, width in calls)
+        assert computed < 0.75 * prompts.shape[0] * (64 + 3)
+    else:
+        assert max(rows for rows, _, _ in calls) <= max_rows
+    torch.testing.assert_close(ours, scores(model, prompts, share=False), atol=1e-5, rtol=0)
+
+
+def test_block_plans_cost_what_they_compute():
+    """plan_blocks' cost is each block's tokens once per distinct prefix ending there
+    plus the block cost; its ends rise to the prompt's length; without shared
+    prefixes one block is cheapest."""
+    prompts = nested_prompts(40, 3, seed=5)
+    distinct, inverse, common = pc.prefix_classes(prompts)
+    assert torch.equal(distinct[inverse], prompts)
+    ends, cost = pc.plan_blocks(common.tolist(), 40, 4, 50)
+    assert ends[-1] == 40 and all(a < b for a, b in itertools.pairwise(ends))
+    assert all(end % 4 == 0 for end in ends)
+    expected, start = 0, 0
+    for end in ends:
+        prefixes = torch.unique(distinct[:, :end], dim=0).shape[0]
+        expected += prefixes * (end - start) + 50
+        start = end
+    assert cost == expected
+    assert cost < distinct.shape[0] * 40 + 50
+    different = torch.arange(6)[:, None].expand(-1, 40).clone()  # differ at the first token
+    _, _, common = pc.prefix_classes(different)
+    assert pc.plan_blocks(common.tolist(), 40, 4, 50) == ([40], 6 * 40 + 50)
+
+
 def test_rows_are_scattered_back_in_their_order():
     model = llama()
     generator = torch.Generator().manual_seed(1)

@@ -109,7 +109,9 @@ class LLMShapley(LLMAttribution):
     transformers causal LM's prompts (32 tokens or more) are scored after their
     common prefix's key/value cache, computed once per chunk
     (``captum_graphshap.llm.prefix_cache``): L-/C-Shapley's prompts differ
-    from one reference only in a window, so about half their tokens are not
+    from one reference only in a window, and a permutation sampler's nested
+    coalitions share prefixes among themselves (computed block by block,
+    once per distinct prefix), so about half their tokens are not
     recomputed; ``share_prompt_prefix = False`` turns this off.
 
     A prompt that tokenises to no tokens (a template of placeholders only, all
