@@ -244,7 +244,7 @@ def shared_prefix_scores(
     blockwise = sum(c for _, c in blocks) + distinct.shape[0] * steps
     if blockwise < min(grouped + longest + cost, one_pass):
         scores = prefix_class_scores(
-            model, distinct, class_parts, [b for b, _ in blocks], target, answer_scores
+            model, distinct, common, class_parts, [b for b, _ in blocks], target, answer_scores
         )
         return None if scores is None else scores[inverse]
     if grouped + longest + cost >= one_pass:
@@ -299,13 +299,15 @@ def _class_parts(rows: int, max_rows: int) -> list[tuple[int, int]]:
 def prefix_class_scores(
     model: nn.Module,
     distinct: Tensor,
+    common: Tensor,
     parts: list[tuple[int, int]],
     ends: list[list[int]],
     target: Tensor,
     answer_scores: AnswerScores,
 ) -> Tensor | None:
     """``(U, T)`` answer log-probabilities after the distinct rows ``distinct``
-    (sorted, :func:`prefix_classes`), computed block by block within each part.
+    (sorted, with their neighbours' common prefix lengths ``common``:
+    :func:`prefix_classes`), computed block by block within each part.
 
     Block ``[s, e)`` runs once per distinct prefix of length ``e`` (the first
     row of each in the sorted order stands for it), on the cache of the
@@ -318,15 +320,13 @@ def prefix_class_scores(
     scores = []
     with torch.no_grad():
         for (first, last), part_ends in zip(parts, ends):
-            rows = distinct[first:last]
-            differs = rows[1:] != rows[:-1]
-            common = torch.where(differs.any(dim=1), differs.int().argmax(dim=1), length)
+            rows, shared = distinct[first:last], common[first : last - 1]
             cache, start = None, 0
             # each row's prefix among the last block's leaders (none before the first)
             previous = torch.zeros(rows.shape[0], dtype=torch.long, device=rows.device)
             for end in part_ends:
                 new = torch.ones(rows.shape[0], dtype=torch.bool, device=rows.device)
-                new[1:] = common < end  # the first row of each prefix of length `end`
+                new[1:] = shared < end  # the first row of each prefix of length `end`
                 leaders = new.nonzero()[:, 0]
                 ids = rows[leaders, start:end]
                 if end == length:
