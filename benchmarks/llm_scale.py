@@ -13,7 +13,9 @@ tokens (256) and an answer of ``--answer`` tokens (8), explained in
   ``share_prompt_prefix`` off (every perturbed prompt scored in full, not
   after its shared prefix's cache): the off/on ratio is that path's speed-up;
 * ``CShapley(k=2)``, ``ShapleySampling`` with ``--orderings`` orderings (10),
-  and ``OwenValue`` where ``captum_graphshap`` has it;
+  and ``OwenValue`` on the prompt's hierarchy: exact on a GPU (about
+  ``0.67 L^2`` coalitions, 44,000 at 256 tokens), within ``--owen-budget``
+  evaluations on the CPU (orderings x (L + 1) by default: the sampler's);
 * Captum's ``LLMAttribution(ShapleyValueSampling)`` at the same orderings:
   timed on one ordering first, and extrapolated (linearly in orderings) when
   the full run would take longer than ``--captum-budget`` seconds;
@@ -137,6 +139,9 @@ def main() -> None:
     parser.add_argument("--orderings", type=int, help="10 (2 with --quick on cpu)")
     parser.add_argument("--long-prompt", type=int, help="1024 on cuda (0: skip; cpu default)")
     parser.add_argument(
+        "--owen-budget", type=int, help="OwenValue's budget (cpu: orderings x (prompt + 1))"
+    )
+    parser.add_argument(
         "--captum-budget", type=float, help="seconds (600; 60 with --quick): else extrapolate"
     )
     parser.add_argument("--table", help="append the rows to this markdown table")
@@ -185,8 +190,9 @@ def main() -> None:
             cg.ShapleySampling(model), n_samples=orderings, generator=generator
         ),
     }
-    if hasattr(cg, "OwenValue"):
-        cases["OwenValue (prompt hierarchy)"] = ours(cg.OwenValue(model))
+    owen_budget = args.owen_budget or (orderings * (prompt + 1) if cpu else None)
+    owen = "OwenValue (prompt hierarchy" + (f", budget={owen_budget})" if owen_budget else ")")
+    cases[owen] = ours(cg.OwenValue(model), budget=owen_budget)
     # warm-up: kernels, allocator, the plans' caches (a 16-token prompt)
     LLMShapley(cg.LShapley(model), tokenizer).attribute(
         TextTokenInput(prompt_text(16, vocab, seed=2), tokenizer), target=answer, k=1
