@@ -127,6 +127,36 @@ def test_random_coalitions_with_little_sharing_are_still_right(name):
     assert_same(ours, plain, atol=1e-5)
 
 
+@pytest.mark.parametrize("forward_in_tokens", [True, False])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_sampled_orderings_through_the_blockwise_path_equal_the_one_pass_path(
+    name, forward_in_tokens, monkeypatch
+):
+    """LLMShapley(ShapleySampling) end to end, its calls taking the blockwise path
+    (a block costs 16 tokens here, so these short calls take it): Captum's values."""
+    monkeypatch.setattr(pc, "BLOCK_COST_TOKENS", {"cpu": 16})
+    blockwise = []
+    monkeypatch.setattr(
+        pc,
+        "prefix_class_scores",
+        lambda *args, _run=pc.prefix_class_scores: blockwise.append(1) or _run(*args),
+    )
+    model = MODELS[name]()
+    plain, ours = (
+        attribute(
+            model,
+            cg.ShapleySampling,
+            share=share,
+            n_samples=3,
+            forward_in_tokens=forward_in_tokens,
+            generator=torch.Generator().manual_seed(2),
+        )[0]
+        for share in (False, True)
+    )
+    assert blockwise
+    assert_same(ours, plain, atol=1e-5)
+
+
 def test_without_use_cached_outputs_every_prompt_is_scored_in_full():
     model = llama()
     _, lengths = attribute(model, cg.LShapley, share=True, k=1, use_cached_outputs=False)
