@@ -11,7 +11,8 @@ tokens (256) and an answer of ``--answer`` tokens (8), explained in
   cache serving the whole answer) and in one pass (``forward_in_tokens=False``):
   their ratio is the cost of token-by-token scoring; and with
   ``share_prompt_prefix`` off (every perturbed prompt scored in full, not
-  after its shared prefix's cache): the off/on ratio is that path's speed-up;
+  after its shared prefix's cache): the off/on ratio is that path's speed-up
+  (also for ``ShapleySampling``, whose rows take the blockwise path);
 * ``CShapley(k=2)``, ``ShapleySampling`` with ``--orderings`` orderings (10),
   and ``OwenValue`` on the prompt's hierarchy: exact on a GPU (about
   ``0.67 L^2`` coalitions, 44,000 at 256 tokens), within ``--owen-budget``
@@ -189,6 +190,12 @@ def main() -> None:
         f"ShapleySampling({orderings} orderings)": ours(
             cg.ShapleySampling(model), n_samples=orderings, generator=generator
         ),
+        f"ShapleySampling({orderings} orderings), prompt prefix not shared": ours(
+            cg.ShapleySampling(model),
+            share_prefix=False,
+            n_samples=orderings,
+            generator=torch.Generator().manual_seed(0),
+        ),
     }
     owen_budget = args.owen_budget or (orderings * (prompt + 1) if cpu else None)
     owen = "OwenValue (prompt hierarchy" + (f", budget={owen_budget})" if owen_budget else ")")
@@ -215,7 +222,7 @@ def main() -> None:
             f"{peak_text}"
         )
         captum = None
-        if name.startswith("ShapleySampling"):
+        if name == f"ShapleySampling({orderings} orderings)":
             captum_s, extrapolated = captum_seconds(
                 model, tokenizer, inp, answer, orderings, budget, device
             )
@@ -244,9 +251,10 @@ def main() -> None:
     )
     if tokens and one_pass:
         print(f"token-by-token scoring costs {tokens[0] / one_pass[0]:.2f}x one pass")
-    unshared = results.get("LShapley(k=1), prompt prefix not shared")
-    if tokens and unshared:
-        print(f"shared prompt prefix: LShapley(k=1) off/on {unshared[0] / tokens[0]:.2f}x")
+    for method in ("LShapley(k=1)", f"ShapleySampling({orderings} orderings)"):
+        on, off = results.get(method), results.get(f"{method}, prompt prefix not shared")
+        if on and off:
+            print(f"shared prompt prefix: {method} off/on {off[0] / on[0]:.2f}x")
     if long_prompt:
         long_inp = TextTokenInput(prompt_text(long_prompt, vocab, seed=3), tokenizer)
         rows = count_prompt_rows(model, long_prompt, args.answer)
