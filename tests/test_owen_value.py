@@ -488,6 +488,39 @@ def test_inside_llm_attribution_and_llm_shapley():
     assert batched.seq_attr.shape == (inp.n_itp_features,)
 
 
+def test_llm_shapley_with_a_budget_spends_it_once_for_every_answer_token():
+    """A several-token answer is several outputs (one per token, and the sequence):
+    they share one budgeted walk, so the model sees no more prompt rows than the
+    budget, and each token's row of attributions adds up to its log-probability's
+    change."""
+    import functools
+
+    from .optional_deps import optional
+
+    optional("transformers")
+    from captum.attr import TextTokenInput
+
+    from captum_graphshap.apps import toy_task
+    from captum_graphshap.llm import LLMShapley
+
+    model, tokenizer = toy_task.trained_model(steps=5), toy_task.LetterTokenizer()
+    inp = TextTokenInput("c f # h a d b e", tokenizer)
+    rows, forward = [], model.forward
+
+    @functools.wraps(forward)
+    def counted(*args, **kwargs):
+        rows.append(kwargs.get("input_ids", args[0] if args else None).shape[0])
+        return forward(*args, **kwargs)
+
+    model.forward = counted  # type: ignore[method-assign]
+    explainer = LLMShapley(OwenValue(model), tokenizer)
+    out = explainer.attribute(inp, target="h a", budget=12, forward_in_tokens=False)
+    model.forward = forward  # type: ignore[method-assign]
+    assert sum(rows) <= 12
+    assert out.token_attr.shape == (2, inp.n_itp_features)
+    torch.testing.assert_close(out.token_attr.sum(0), out.seq_attr, atol=1e-5, rtol=0)
+
+
 def test_profile_leftover_follows_the_splits_it_saw():
     # an additive game: a feature's gain is the same in every context, so a node's
     # children's gains where it was split predict its unsplit contexts
