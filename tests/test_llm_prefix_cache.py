@@ -110,50 +110,43 @@ def test_float64_llama_agrees_to_double_rounding():
     assert_same(ours, plain, atol=1e-10)
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_random_coalitions_with_little_sharing_are_still_right(name):
-    model = MODELS[name]()
-    plain, ours = (
-        attribute(
-            model,
-            cg.ShapleySampling,
-            share=share,
-            n_samples=2,
-            perturbations_per_eval=16,
-            generator=torch.Generator().manual_seed(0),
-        )[0]
-        for share in (False, True)
-    )
-    assert_same(ours, plain, atol=1e-5)
-
-
-@pytest.mark.parametrize("forward_in_tokens", [True, False])
-@pytest.mark.parametrize("name", list(MODELS))
-def test_sampled_orderings_through_the_blockwise_path_equal_the_one_pass_path(
-    name, forward_in_tokens, monkeypatch
-):
-    """LLMShapley(ShapleySampling) end to end, its calls taking the blockwise path
-    (a block costs 16 tokens here, so these short calls take it): Captum's values."""
+@pytest.fixture
+def blockwise(monkeypatch) -> list[int]:
+    """Cheap blocks (16 tokens, so that short calls and small parts take the
+    blockwise path), and a list that grows by one per blockwise call."""
     monkeypatch.setattr(pc, "BLOCK_COST_TOKENS", {"cpu": 16})
-    blockwise = []
+    calls: list[int] = []
     monkeypatch.setattr(
         pc,
         "prefix_class_scores",
-        lambda *args, _run=pc.prefix_class_scores: blockwise.append(1) or _run(*args),
+        lambda *args, _run=pc.prefix_class_scores: calls.append(1) or _run(*args),
     )
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("forward_in_tokens", "cheap_blocks"), [(True, False), (True, True), (False, True)]
+)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_random_coalitions_equal_the_one_pass_path(name, forward_in_tokens, cheap_blocks, request):
+    """LLMShapley(ShapleySampling) end to end: with little sharing in calls of 16
+    rows (the costs as shipped), and through the blockwise path (cheap blocks,
+    so that these short calls take it), token by token or in one pass."""
+    blocks = request.getfixturevalue("blockwise") if cheap_blocks else None
     model = MODELS[name]()
     plain, ours = (
         attribute(
             model,
             cg.ShapleySampling,
             share=share,
-            n_samples=3,
+            n_samples=3 if cheap_blocks else 2,
+            perturbations_per_eval=None if cheap_blocks else 16,
             forward_in_tokens=forward_in_tokens,
-            generator=torch.Generator().manual_seed(2),
+            generator=torch.Generator().manual_seed(2 if cheap_blocks else 0),
         )[0]
         for share in (False, True)
     )
-    assert blockwise
+    assert blocks is None or blocks
     assert_same(ours, plain, atol=1e-5)
 
 
@@ -194,18 +187,11 @@ def nested_prompts(length: int, orderings: int, seed: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("max_rows", [None, 30])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_nested_coalitions_take_the_blockwise_path_and_equal_one_pass(name, max_rows, monkeypatch):
+def test_nested_coalitions_take_the_blockwise_path_and_equal_one_pass(name, max_rows, blockwise):
     """A permutation sampler's rows share prefixes among themselves, not with one
     reference: computed block by block, once per distinct prefix (in parts of at
     most ``max_rows`` rows), with the one-pass values, in the rows' order. (A
     block costs 16 tokens here, so that small parts take the path too.)"""
-    monkeypatch.setattr(pc, "BLOCK_COST_TOKENS", {"cpu": 16})
-    blockwise = []
-    monkeypatch.setattr(
-        pc,
-        "prefix_class_scores",
-        lambda *args, _run=pc.prefix_class_scores: blockwise.append(1) or _run(*args),
-    )
     model = MODELS[name]()
     prompts = nested_prompts(64, 2, seed=3)
     prompts = prompts[torch.randperm(prompts.shape[0], generator=torch.Generator().manual_seed(0))]
