@@ -22,35 +22,15 @@ from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley
 from captum_graphshap.llm.model_api import cache_keyword, is_causal_lm, returned_cache
 
-transformers = pytest.importorskip("transformers")
+from .tiny_lms import tiny_gpt2, tiny_llama
+
+pytest.importorskip("transformers")
 
 PROMPT = "c # h a d"
 ANSWER = "h a b"
 
 
-def llama(max_positions: int = 64) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(toy_task.VOCAB),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-    )
-    return transformers.LlamaForCausalLM(config).eval()
-
-
-def gpt2(max_positions: int = 64) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(toy_task.VOCAB), n_embd=16, n_layer=2, n_head=2, n_positions=max_positions
-    )
-    return transformers.GPT2LMHeadModel(config).eval()
-
-
-MODELS = {"llama": llama, "gpt2": gpt2}
+MODELS = {"llama": tiny_llama, "gpt2": tiny_gpt2}
 
 
 def spy(model: torch.nn.Module, calls: list[dict]) -> None:
@@ -131,7 +111,7 @@ def test_one_pass_and_uncached_scoring_keep_only_the_logits_they_read(name):
 
 
 def test_the_cache_is_read_under_either_name():
-    model = llama()
+    model = tiny_llama()
     ids = torch.tensor([[1, 2, 3]])
     outputs = model(input_ids=ids, use_cache=True)
     assert returned_cache(outputs) is outputs["cache"]
@@ -160,7 +140,7 @@ def test_a_prompt_past_the_context_is_refused_before_any_model_call(name):
 
 
 def test_out_of_memory_halves_the_chunk_and_keeps_the_scored_rows():
-    model, tokenizer = llama(), toy_task.LetterTokenizer()
+    model, tokenizer = tiny_llama(), toy_task.LetterTokenizer()
     inp = TextTokenInput(PROMPT, tokenizer)
     expected = LLMShapley(cg.ExactShapley(model), tokenizer).attribute(
         inp, target=ANSWER, perturbations_per_eval=32

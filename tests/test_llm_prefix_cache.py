@@ -23,7 +23,9 @@ from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley
 from captum_graphshap.llm import prefix_cache as pc
 
-transformers = pytest.importorskip("transformers")
+from .tiny_lms import tiny_gpt2, tiny_llama
+
+pytest.importorskip("transformers")
 
 LETTERS = toy_task.VOCAB[2:]
 #: 40 letters: long enough for the path (at least MIN_PROMPT_TOKENS)
@@ -31,44 +33,35 @@ PROMPT = " ".join(LETTERS[(7 * i + 3) % len(LETTERS)] for i in range(40))
 ANSWER = "h a b"
 
 
-def llama(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(toy_task.VOCAB),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    return transformers.LlamaForCausalLM(config).to(dtype).eval()
-
-
-def gpt2(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(toy_task.VOCAB), n_embd=32, n_layer=2, n_head=4, n_positions=128
-    )
-    return transformers.GPT2LMHeadModel(config).to(dtype).eval()
-
-
+#: wider than test_llm_cache's, with room for PROMPT
+llama = functools.partial(tiny_llama, width=32, max_positions=128)
+gpt2 = functools.partial(tiny_gpt2, width=32, heads=4, max_positions=128)
 MODELS = {"llama": llama, "gpt2": gpt2}
 
 
-def cached_calls(model: torch.nn.Module) -> list[int]:
-    """Record, per forward, the length of the cache it was given (0 without one)."""
-    lengths: list[int] = []
+def recorded_forwards(model: torch.nn.Module) -> list[tuple[int, int, int]]:
+    """Record, per forward: its rows, the length of the cache it was given (0
+    without one) and its new tokens. :func:`unrecorded` undoes it."""
+    calls: list[tuple[int, int, int]] = []
     forward = model.forward
 
     @functools.wraps(forward)
     def recorded(*args, **kwargs):
         cache = kwargs.get("cache")
-        lengths.append(0 if cache is None else cache.get_seq_length())
+        rows, width = kwargs["input_ids"].shape
+        calls.append((rows, 0 if cache is None else cache.get_seq_length(), width))
         return forward(*args, **kwargs)
 
     model.forward = recorded  # type: ignore[method-assign]
-    return lengths
+    return calls
+
+
+def unrecorded(model: torch.nn.Module) -> None:
+    model.forward = type(model).forward.__get__(model)  # type: ignore[method-assign]
+
+
+def cache_lengths(calls: list[tuple[int, int, int]]) -> list[int]:
+    return [past for _, past, _ in calls]
 
 
 def attribute(model, method, share: bool, **options):
@@ -77,12 +70,12 @@ def attribute(model, method, share: bool, **options):
     tokenizer = toy_task.LetterTokenizer()
     explainer = LLMShapley(method(model), tokenizer)
     explainer.share_prompt_prefix = share
-    lengths = cached_calls(model)
+    calls = recorded_forwards(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = explainer.attribute(TextTokenInput(PROMPT, tokenizer), target=ANSWER, **options)
-    model.forward = type(model).forward.__get__(model)  # type: ignore[method-assign]
-    return result, lengths
+    unrecorded(model)
+    return result, cache_lengths(calls)
 
 
 def assert_same(ours, plain, atol: float) -> None:
@@ -103,7 +96,7 @@ def test_lshapley_on_the_shared_prefix_equals_the_one_pass_path(name, forward_in
 
 
 def test_float64_llama_agrees_to_double_rounding():
-    model = llama(torch.float64)
+    model = llama(dtype=torch.float64)
     plain, _ = attribute(model, cg.LShapley, share=False, k=1)
     ours, lengths = attribute(model, cg.LShapley, share=True, k=1)
     assert any(lengths)
@@ -167,9 +160,10 @@ def scores(model, prompts: torch.Tensor, share: bool) -> torch.Tensor:
 def test_identical_rows_recompute_their_last_prompt_token(name):
     model = MODELS[name]()
     prompts = torch.randint(2, len(toy_task.VOCAB), (1, 48)).expand(6, -1).clone()
-    lengths = cached_calls(model)
+    calls = recorded_forwards(model)
     ours = scores(model, prompts, share=True)
-    assert max(lengths) == 47  # the prefix is every prompt token but the last
+    unrecorded(model)
+    assert max(cache_lengths(calls)) == 47  # the prefix is every prompt token but the last
     torch.testing.assert_close(ours, scores(model, prompts, share=False), atol=1e-5, rtol=0)
 
 
@@ -196,16 +190,7 @@ def test_nested_coalitions_take_the_blockwise_path_and_equal_one_pass(name, max_
     prompts = nested_prompts(64, 2, seed=3)
     prompts = prompts[torch.randperm(prompts.shape[0], generator=torch.Generator().manual_seed(0))]
     target = torch.tensor([3, 4, 5])
-    forward, calls = model.forward, []
-
-    @functools.wraps(forward)
-    def counted(*args, **kwargs):
-        cache = kwargs.get("cache")
-        past = 0 if cache is None else cache.get_seq_length()
-        calls.append((kwargs["input_ids"].shape[0], past, kwargs["input_ids"].shape[1]))
-        return forward(*args, **kwargs)
-
-    model.forward = counted  # type: ignore[method-assign]
+    calls = recorded_forwards(model)
     with torch.no_grad():
         ours = pc.shared_prefix_scores(
             model,
@@ -214,7 +199,7 @@ def test_nested_coalitions_take_the_blockwise_path_and_equal_one_pass(name, max_
             LLMShapley(cg.LShapley(model), None)._answer_scores,
             max_rows=max_rows,
         )
-    model.forward = forward  # type: ignore[method-assign]
+    unrecorded(model)
     assert ours is not None and blockwise
     assert len(calls) > 2 and any(past for _, past, _ in calls)  # several blocks on caches
     if max_rows is None:  # one part: about half the one-pass tokens
@@ -299,18 +284,10 @@ def test_groups_keep_to_the_rows_of_a_one_pass_forward(monkeypatch):
     for share in (False, True):
         explainer = LLMShapley(cg.LShapley(model), tokenizer)
         explainer.share_prompt_prefix = share
-        calls: list[tuple[int, int]] = []
-        forward = model.forward
-
-        @functools.wraps(forward)
-        def counted(*args, _calls=calls, _forward=forward, **kwargs):
-            _calls.append(tuple(kwargs["input_ids"].shape))
-            return _forward(*args, **kwargs)
-
-        model.forward = counted  # type: ignore[method-assign]
+        calls = recorded_forwards(model)
         results[share] = explainer.attribute(TextTokenInput(PROMPT, tokenizer), target=ANSWER, k=1)
-        model.forward = forward  # type: ignore[method-assign]
-        rows[share] = calls
+        unrecorded(model)
+        rows[share] = [(r, width) for r, _, width in calls]
     assert max(r for r, _ in rows[False]) == max(r for r, _ in rows[True]) == 6
     tokens = {share: sum(r * n for r, n in calls) for share, calls in rows.items()}
     assert tokens[True] < 0.75 * tokens[False]
