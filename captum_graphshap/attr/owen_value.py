@@ -166,10 +166,15 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
                 every_output=True,
             )
 
-        phi, _ = budgeted_winter_values(
-            evaluate, hierarchies, limit, game.device, leftover=options.leftover
+        walk = budgeted_winter_values(
+            evaluate,
+            hierarchies,
+            limit,
+            game.device,
+            leftover=options.leftover,
+            generator=options.generator,
         )
-        return Outcome(phi[:, :d, game.output_index])
+        return Outcome(walk.values[:, :d, game.output_index])
 
 
 def _per_example_nested(hierarchy: Any, game: CoalitionGame) -> list[Hierarchy] | None:

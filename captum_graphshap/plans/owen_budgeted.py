@@ -1,77 +1,93 @@
-"""Winter values within a budget: SHAP's ``PartitionExplainer`` walk, batched.
+"""Winter values within a budget: a walk down the hierarchy that spends it on any tree.
 
-:func:`budgeted_winter_values` is the walk SHAP's ``PartitionExplainer``
-makes under ``max_evals``, batched: a (node, context) item costs
-``2^k - 2`` evaluations to split into its children's items; each round
-splits, per example, the items of largest ``|v(c + B) - v(c)| * weight``
-(doubling the evaluations spent, so rounds are few and each is one engine
-call over the batch); what is left unsplit at the budget goes down to the
-leaves by the node's children's average gains where it was split (or in
-equal shares, SHAP's ``lower_credit``, ``leftover="equal"``). Every split
-keeps the sum, so the estimate is efficient, and run to the end it is the
-exact Winter value. ``benchmarks/partition.py`` compares both with SHAP.
+:func:`budgeted_winter_values` starts from the root's item ``(root, {}, 1)``
+and resolves items round by round, each round one engine call over the
+batch (two when it both enumerates and samples):
 
-Values carry a trailing outputs dimension: a multi-output model's outputs
-share one walk, whose splits go where ``|v(c + B) - v(c)|`` summed over
-the outputs is largest, so every output is credited from the same
-evaluations and the budget holds for all of them together.
+* every pending item of an example gets a share of what that example has
+  left, in proportion to its ``|v(c + B) - v(c)| * w`` (summed over the
+  outputs) and never more than the item's *full* cost, the evaluations
+  that would resolve it exactly all the way down (water-filling);
+* an item whose share covers its full cost, or whose exact split costs at
+  most half its share (all of it, when its children are leaves), is split
+  exactly (``2^k - 2`` evaluations);
+* any other item is estimated: sampled orderings of its children (Owen
+  sampling, antithetic pairs, ``k - 1`` evaluations each) within its share,
+  whose children's items go on down the walk;
+* when no share buys anything, the remainder goes to the items of largest
+  gain, a whole ordering or a cheap exact split each, and at last to one
+  partial ordering, so little of the budget is left unspent.
+
+Items that no budget reaches are shared among their node's leaves at the
+end (``leftover=``). Every step keeps the item's gain, so the estimate is
+efficient; when the budget covers the exact count, every share is a full
+cost and the walk is the exact Winter value. A multi-output model's outputs
+share one walk: its shares follow the gains summed over the outputs, so
+every output is credited from the same evaluations and the budget holds for
+all of them together. ``benchmarks/partition.py`` compares it with SHAP's
+``PartitionExplainer``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from ..graphs.hierarchy import Hierarchy
-from .linear import popcount, shapley_weights
-from .owen import Forest, NodeUnionCoalitions, bit_table
+from .owen import Forest
+from .owen_items import (
+    Evaluate,
+    Items,
+    Profile,
+    credit_leaves,
+    share_equally,
+    split_by_orderings,
+    split_exactly,
+)
+from .owen_sampling import segment_cumsum
 
-__all__ = ["LEFTOVER_SHARES", "budgeted_winter_values"]
+__all__ = ["LEFTOVER_SHARES", "WalkCounts", "WalkResult", "budgeted_winter_values"]
 
 #: ``leftover=`` choices of :func:`budgeted_winter_values`
 LEFTOVER_SHARES = ("profile", "equal")
 
-#: Nodes with more children than this are never split by the budgeted walk
-#: (``2^k - 2`` evaluations); their items keep the equal share.
-MAX_SPLIT_CHILDREN = 24
+#: Exact splits of nodes with more children than this are never planned (the
+#: ``2^k - 2`` evaluations are past any budget); their items are sampled.
+MAX_SPLIT_CHILDREN = 40
 
-#: ``(example_index, coalitions) -> (rows, outputs)`` values: one engine call over the batch
-Evaluate = Callable[[Tensor, NodeUnionCoalitions], Tensor]
+#: The part of an item's share its own split may take when its children are
+#: inner nodes: the rest is left for the children's items.
+SPLIT_SHARE = 0.5
+
+#: Shares are float sums: a share of 2 computed as 1.9999999999 still buys 2 rows.
+_SLACK = 1e-6
 
 
-@dataclass
-class _Items:
-    """(node, context) items of the walk: ``v(c)``, ``v(c + node)`` and the weight."""
+class WalkCounts(NamedTuple):
+    """Per example and node (numbered within the example's hierarchy): how items were resolved.
 
-    example: Tensor
-    node: Tensor
-    context: Tensor  # (E, W) member nodes of c, -1 padded
-    low: Tensor  # (E, outputs)
-    high: Tensor  # (E, outputs)
-    weight: Tensor
+    ``enumerated``: contexts split exactly; ``sampled``: contexts estimated by
+    sampled orderings of the node's children, ``orderings`` of them in all;
+    ``shared``: contexts (or tails of a partial ordering) left whole and
+    shared among the node's leaves by the ``leftover`` rule.
+    """
 
-    def gain(self) -> Tensor:
-        """``(E, outputs)`` ``(v(c + node) - v(c)) * weight``."""
-        return (self.high - self.low) * self.weight[:, None]
+    enumerated: Tensor
+    sampled: Tensor
+    orderings: Tensor
+    shared: Tensor
 
-    def select(self, keep: Tensor) -> _Items:
-        return _Items(*(t[keep] for t in self.fields()))
 
-    def fields(self) -> tuple[Tensor, ...]:
-        return (self.example, self.node, self.context, self.low, self.high, self.weight)
+class WalkResult(NamedTuple):
+    """``values`` ``(N, d, O)`` float64, ``spent`` ``(N,)`` evaluations, and the walk's counts."""
 
-    @staticmethod
-    def cat(parts: list[_Items]) -> _Items:
-        width = max(p.context.shape[1] for p in parts)
-        contexts = [
-            torch.nn.functional.pad(p.context, (0, width - p.context.shape[1]), value=-1)
-            for p in parts
-        ]
-        fields = [torch.cat([p.fields()[i] for p in parts]) for i in (0, 1, 3, 4, 5)]
-        return _Items(fields[0], fields[1], torch.cat(contexts), *fields[2:])
+    values: Tensor
+    spent: Tensor
+    counts: WalkCounts
 
 
 def budgeted_winter_values(
@@ -80,224 +96,302 @@ def budgeted_winter_values(
     budget: int,
     device: torch.device,
     leftover: str = "profile",
-) -> tuple[Tensor, Tensor]:
+    generator: torch.Generator | None = None,
+) -> WalkResult:
     """Winter values within ``budget`` evaluations per example, one hierarchy per example.
 
     ``evaluate`` gives ``(rows, O)`` values, ``O`` outputs of the model that
-    share the walk. Returns ``(N, d, O)`` float64 attributions and the
-    ``(N,)`` evaluations spent (never above ``budget``, whatever ``O``).
-    Exact when the budget covers every split.
-    ``leftover`` shares what is left unsplit among a node's leaves:
+    share the walk. The evaluations spent are never above ``budget``,
+    whatever ``O``; the values are exact when the budget covers the exact
+    count. ``leftover`` shares what no budget reached among a node's leaves:
     ``"equal"`` (SHAP's ``lower_credit``) or ``"profile"`` (each child's
     average gain per unit weight where the node was split, shifted to the
     unsplit total; equal shares where it never was); both efficient.
+    ``generator`` draws the seed of the sampled orderings.
     """
     distinct = list(dict.fromkeys(hierarchies))
     d = max(h.num_features for h in hierarchies)
     forest = Forest.of(distinct, d, device)
-    tree_of = torch.tensor([distinct.index(h) for h in hierarchies], device=device)
-    batch = len(hierarchies)
-    examples = torch.arange(batch, device=device)
-    roots = forest.roots[tree_of]
-    store = forest.coalitions(torch.stack([torch.full_like(roots, -1), roots], dim=1).view(-1, 1))
-    values = evaluate(examples.repeat_interleave(2), store).double()
-    values = values.view(batch, 2, values.shape[-1])
-    spent = torch.full((batch,), 2, dtype=torch.long, device=device)
-    credit = torch.zeros(batch, d, values.shape[-1], dtype=torch.float64, device=device)
-    items = _Items(
-        examples,
-        roots,
-        torch.full((batch, 0), -1, dtype=torch.long, device=device),
-        values[:, 0],
-        values[:, 1],
-        torch.ones(batch, dtype=torch.float64, device=device),
-    )
-    items = _credit_leaves(items, forest, credit)
-    profile = _Profile.empty(batch, forest, values.shape[-1])
+    walk = _Walk.start(evaluate, forest, hierarchies, distinct, generator)
+    items = walk.root_items()
+    tails: list[Items] = []
     while items.example.numel():
-        chosen = _choose(items, forest, spent, budget)
-        if not bool(chosen.any()):
+        exact, rows = walk.plan_round(items, budget)
+        if not bool((exact | (rows > 0)).any()):
             break
-        split = items.select(chosen)
-        items = items.select(~chosen)
-        children = _split(split, forest, evaluate, spent)
-        profile.record(split, children)
-        items = _Items.cat([items, _credit_leaves(children, forest, credit)])
-    if leftover == "equal":
-        _share_equally(items, forest, tree_of, credit)
-    else:
-        profile.share(items, forest, credit)
-    return credit, spent
+        sampled = rows > 0
+        resolved: list[Items] = []
+        if bool(exact.any()):
+            resolved.append(walk.split_exactly(items.select(exact)))
+        if bool(sampled.any()):
+            children, tail = walk.split_by_orderings(items.select(sampled), rows[sampled])
+            resolved.append(children)
+            tails.append(tail)
+        items = Items.cat([items.select(~exact & ~sampled), *resolved])
+        items = credit_leaves(items, forest, walk.credit)
+    walk.share(Items.cat([items, *tails]), leftover)
+    return WalkResult(walk.credit, walk.spent, walk.counts)
 
 
 @dataclass
-class _Profile:
-    """Per (example, node): weight of the node's splits, and gain its items received."""
+class _Walk:
+    """The walk's state: its forest and costs, what was spent and credited, and its counts."""
 
-    split_weight: Tensor  # (N, nodes)
-    received: Tensor  # (N, nodes, outputs)
+    evaluate: Evaluate
+    forest: Forest
+    tree_of: Tensor
+    credit: Tensor  # (N, d, outputs)
+    spent: Tensor  # (N,)
+    profile: Profile
+    counts: WalkCounts
+    split_cost: Tensor  # per node: 2^k - 2, float64
+    full_cost: Tensor  # per node: the evaluations that resolve one of its items exactly
+    children_cost: Tensor  # per node: its children's full costs, added up
+    seed: int
+    first_values: Tensor  # (N, 2, outputs): v(empty), v(full)
 
     @classmethod
-    def empty(cls, batch: int, forest: Forest, outputs: int) -> _Profile:
-        shape = (batch, forest.parent.shape[0])
+    def start(
+        cls,
+        evaluate: Evaluate,
+        forest: Forest,
+        hierarchies: Sequence[Hierarchy],
+        distinct: list[Hierarchy],
+        generator: torch.Generator | None,
+    ) -> _Walk:
         device = forest.parent.device
-        zeros = torch.zeros(shape, dtype=torch.float64, device=device)
-        return cls(zeros, torch.zeros(*shape, outputs, dtype=torch.float64, device=device))
-
-    def record(self, split: _Items, children: _Items) -> None:
-        self.split_weight.index_put_((split.example, split.node), split.weight, accumulate=True)
-        index = (children.example, children.node)
-        self.received.index_put_(index, children.gain(), accumulate=True)
-
-    def share(self, items: _Items, forest: Forest, credit: Tensor) -> None:
-        """Push unsplit totals down the tree, level by level, to the leaves.
-
-        A node B's unsplit total g (weight w) gives child C
-        ``g |C| / |B| + w (r_C - |C| / |B| sum_C' r_C')``, with ``r_C`` the
-        gain C's items received per unit of B's split weight: the children's
-        average split, shifted so the shares add up to g.
-        """
-        total = torch.zeros_like(self.received)
-        weight = torch.zeros_like(self.split_weight)
-        total.index_put_((items.example, items.node), items.gain(), accumulate=True)
-        weight.index_put_((items.example, items.node), items.weight, accumulate=True)
-        inner = forest.parent >= 0
-        parent = forest.parent.clamp(min=0)
-        received_by_children = torch.zeros_like(self.received).index_add_(
-            1, parent[inner], self.received[:, inner]
+        tree_of = torch.tensor([distinct.index(h) for h in hierarchies], device=device)
+        batch = len(hierarchies)
+        examples = torch.arange(batch, device=device)
+        roots = forest.roots[tree_of]
+        pair = torch.stack([torch.full_like(roots, -1), roots], dim=1).view(-1, 1)
+        values = evaluate(examples.repeat_interleave(2), forest.coalitions(pair)).double()
+        values = values.view(batch, 2, values.shape[-1])
+        outputs = values.shape[-1]
+        d = forest.orders.shape[1]
+        nodes = max(h.num_nodes for h in hierarchies)
+        zeros = torch.zeros(batch, nodes, dtype=torch.long, device=device)
+        split_cost, full_cost, children_cost = _node_costs(forest)
+        source = generator.device if generator is not None else torch.device("cpu")
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=source))
+        return cls(
+            evaluate,
+            forest,
+            tree_of,
+            torch.zeros(batch, d, outputs, dtype=torch.float64, device=device),
+            torch.full((batch,), 2, dtype=torch.long, device=device),
+            Profile.empty(batch, forest, outputs),
+            WalkCounts(zeros, zeros.clone(), zeros.clone(), zeros.clone()),
+            split_cost,
+            full_cost,
+            children_cost,
+            seed,
+            values,
         )
-        for level in range(1, int(forest.level.max()) + 1 if forest.level.numel() else 1):
-            nodes = torch.nonzero(forest.level == level)[:, 0]
-            up = parent[nodes]
-            fraction = (forest.size[nodes].double() / forest.size[up].double())[:, None]
-            split = self.split_weight[:, up, None]
-            safe = split.clamp(min=torch.finfo(torch.float64).tiny)
-            shift = torch.where(
-                split > 0,
-                self.received[:, nodes] / safe - fraction * received_by_children[:, up] / safe,
-                0.0,
-            )
-            total[:, nodes] += total[:, up] * fraction + weight[:, up, None] * shift
-            weight[:, nodes] += weight[:, up]
-        leaves = torch.nonzero(forest.leaf_id >= 0)[:, 0]
-        credit.index_add_(1, forest.leaf_id[leaves], total[:, leaves])
+
+    def root_items(self) -> Items:
+        batch = self.tree_of.shape[0]
+        device = self.tree_of.device
+        items = Items(
+            torch.arange(batch, device=device),
+            self.forest.roots[self.tree_of],
+            torch.full((batch, 0), -1, dtype=torch.long, device=device),
+            self.first_values[:, 0],
+            self.first_values[:, 1],
+            torch.ones(batch, dtype=torch.float64, device=device),
+        )
+        return credit_leaves(items, self.forest, self.credit)
+
+    def plan_round(self, items: Items, budget: int) -> tuple[Tensor, Tensor]:
+        """Per item: split exactly (bool), or the sampled prefixes to evaluate (0: neither)."""
+        node = items.node
+        split, full = self.split_cost[node], self.full_cost[node]
+        per_ordering = (self.forest.num_children[node] - 1).double()
+        remaining = (budget - self.spent).double()
+        share = _water_fill(_priority(items), full, items.example, remaining)
+        # an ordering's children's items cost at most children_cost to resolve: take
+        # what leaves them that (all where the children are leaves), at least SPLIT_SHARE
+        here = per_ordering / (per_ordering + self.children_cost[node])
+        spendable = share * here.clamp(min=SPLIT_SHARE)
+        # less than one whole ordering: a partial one's tail is shared, never split,
+        # so nothing is left for the children and the whole share is spent here
+        spendable = torch.where(spendable < per_ordering, share, spendable)
+        exact = (share >= full) | (split <= spendable + _SLACK)
+        rows = torch.where(exact, 0.0, torch.floor(spendable + _SLACK)).long()
+        _top_up(items, share, remaining, split, self.children_cost[node] > 0, exact, rows)
+        idle = torch.ones_like(remaining, dtype=torch.bool)
+        idle[items.example[exact | (rows > 0)]] = False
+        idle &= remaining > 0
+        if bool(idle.any()):
+            _spend_the_rest(items, idle, remaining, split, per_ordering, exact, rows)
+        return exact, rows
+
+    def split_exactly(self, items: Items) -> Items:
+        children = split_exactly(items, self.forest, self.evaluate, self.spent)
+        self.profile.record(items, children)
+        self._count(self.counts.enumerated, items.example, items.node, 1)
+        return children
+
+    def split_by_orderings(self, items: Items, rows: Tensor) -> tuple[Items, Items]:
+        done = split_by_orderings(items, rows, self.forest, self.evaluate, self.spent, self.seed)
+        self.profile.record(done.profile_split, done.profile_children)
+        self._count(self.counts.sampled, items.example, items.node, 1)
+        self._count(self.counts.orderings, items.example, items.node, done.orderings)
+        return done.children, done.tails
+
+    def share(self, items: Items, leftover: str) -> None:
+        """Share what no budget reached among the leaves (after the last round)."""
+        if not items.example.numel():
+            return
+        self._count(self.counts.shared, items.example, items.node, 1)
+        if leftover == "equal":
+            share_equally(items, self.forest, self.tree_of, self.credit)
+        else:
+            self.profile.share(items, self.forest, self.credit)
+
+    def _count(self, table: Tensor, example: Tensor, node: Tensor, amount: int | Tensor) -> None:
+        local = node - self.forest.roots[self.forest.tree[node]]
+        added = torch.as_tensor(amount, device=table.device).expand(example.shape[0])
+        table.index_put_((example, local), added.long(), accumulate=True)
 
 
-def _split_cost(items: _Items, forest: Forest) -> Tensor:
-    k = forest.num_children[items.node]
-    return torch.where(k > MAX_SPLIT_CHILDREN, 2**40, (1 << k.clamp(max=MAX_SPLIT_CHILDREN)) - 2)
+def _priority(items: Items) -> Tensor:
+    """``|v(c + B) - v(c)| * w``, summed over the outputs."""
+    return (items.high - items.low).abs().sum(dim=1) * items.weight
 
 
-def _choose(items: _Items, forest: Forest, spent: Tensor, budget: int) -> Tensor:
-    """Per example, the largest items whose splits fit this round's share of the budget.
+def _water_fill(priority: Tensor, cap: Tensor, example: Tensor, remaining: Tensor) -> Tensor:
+    """Per item, a share of its example's ``remaining`` by ``priority``, at most ``cap``.
 
-    A round may spend as much as was spent before (at least the cost of the
-    largest item that still fits): evaluations double per round, so a budget
-    of B needs about ``log2 B`` rounds, each one engine call. An item too
-    costly for what is left is passed over, not waited for.
+    Where the caps of an example's items add up to no more than what it has
+    left, every item gets its cap (the exact walk); otherwise the shares of
+    capped items are their caps and the others split the rest by priority.
     """
-    cost = _split_cost(items, forest).clamp(max=budget + 1)
-    priority = (items.high - items.low).abs().sum(dim=1) * items.weight  # over the outputs
-    order = torch.argsort(-priority, stable=True)
-    order = order[torch.argsort(items.example[order], stable=True)]
-    example = items.example[order]
-    remaining = budget - spent[example]
-    fits = cost[order] <= remaining
-    ordered_cost = torch.where(fits, cost[order], 0)
-    running = ordered_cost.cumsum(0)
-    first = torch.ones_like(fits)
-    first[1:] = example[1:] != example[:-1]
-    positions = torch.arange(len(example), device=example.device)
-    start = torch.cummax(torch.where(first, positions, 0), 0).values
-    within = running - running[start] + ordered_cost[start]
-    # the cost of each example's first item that fits: the round's least share
-    leading = torch.where(fits, ordered_cost, budget + 1)
-    least = torch.full_like(spent, budget + 1).scatter_reduce(0, example, leading, reduce="amin")
-    cap = torch.minimum(remaining, torch.maximum(spent[example], least[example]))
-    chosen = torch.zeros_like(fits)
-    chosen[order] = fits & (within <= cap)
-    return chosen
+    batch = remaining.shape[0]
+
+    def per_example(values: Tensor) -> Tensor:
+        return torch.zeros(batch, dtype=torch.float64, device=values.device).index_add_(
+            0, example, values
+        )
+
+    everything = per_example(cap) <= remaining
+    capped = everything[example].clone()
+    level = torch.zeros_like(remaining)
+    for _ in range(64):  # each pass caps more items; few passes in practice
+        free = remaining - per_example(torch.where(capped, cap, 0.0))
+        weight = per_example(torch.where(capped, 0.0, priority))
+        level = torch.where(weight > 0, free.clamp(min=0) / weight.clamp(min=1e-300), 0.0)
+        now = capped | (cap <= level[example] * priority)
+        if bool((now == capped).all()):
+            break
+        capped = now
+    return torch.where(capped, cap, level[example] * priority)
 
 
-def _split(split: _Items, forest: Forest, evaluate: Evaluate, spent: Tensor) -> _Items:
-    """Evaluate every proper subset of each item's children; the children's items."""
-    ks = forest.num_children[split.node]
-    parts: list[_Items] = []
-    rows, owners, tables = [], [], []
-    for k in sorted(set(ks.tolist())):
-        group = split.select(ks == k)
-        count = group.example.shape[0]
-        child = forest.children[group.node, :k]
-        subsets = torch.where(bit_table(2**k, k)[1:-1].to(child.device), child[:, None, :], -1)
-        context = group.context[:, None, :].expand(count, 2**k - 2, group.context.shape[1])
-        rows.append(torch.cat([context, subsets], dim=2).reshape(count * (2**k - 2), -1))
-        owners.append(group.example.repeat_interleave(2**k - 2))
-        tables.append((k, group, child))
-    width = max(r.shape[1] for r in rows)
-    padded = torch.cat(
-        [torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in rows]
-    )
-    example_index = torch.cat(owners)
-    values = evaluate(example_index, forest.coalitions(padded)).double()  # (rows, outputs)
-    spent.index_add_(0, example_index, torch.ones_like(example_index))
-    cursor = 0
-    for k, group, child in tables:
-        count = group.example.shape[0]
-        middle = values[cursor : cursor + count * (2**k - 2)].view(count, 2**k - 2, -1)
-        cursor += count * (2**k - 2)
-        table = torch.cat([group.low[:, None], middle, group.high[:, None]], dim=1)  # (n, 2^k, O)
-        parts.append(_children_items(group, child, table, k))
-    return _Items.cat(parts)
+def _top_up(
+    items: Items,
+    share: Tensor,
+    remaining: Tensor,
+    split: Tensor,
+    inner: Tensor,
+    exact: Tensor,
+    rows: Tensor,
+) -> None:
+    """Spend what whole rows left of the shares of items whose children are leaves.
 
-
-def _children_items(group: _Items, child: Tensor, table: Tensor, k: int) -> _Items:
-    """Item (child p, context + Q) for every child p and subset Q of its siblings."""
-    device = child.device
-    count = group.example.shape[0]
-    position = torch.arange(k, device=device)[:, None]  # (k, 1)
-    q = torch.arange(2 ** (k - 1), device=device)[None, :]  # (1, 2^(k-1))
-    without = (q & ((1 << position) - 1)) | ((q >> position) << (position + 1))  # (k, Q)
-    with_p = without | (1 << position)
-    shapley = torch.tensor(shapley_weights(k), dtype=torch.float64, device=device)
-    weight = shapley[popcount(q.expand(k, -1), k - 1)]  # (k, Q)
-    # siblings of child p chosen by q: the bits of `without` over the children
-    chosen = ((without[:, :, None] >> torch.arange(k, device=device)) & 1).bool()  # (k, Q, k)
-    added = torch.where(chosen[None], child[:, None, None, :], -1)  # (n, k, Q, k)
-    shape = (count, k, 2 ** (k - 1))
-    context = group.context[:, None, None, :].expand(*shape, group.context.shape[1])
-    return _Items(
-        group.example[:, None, None].expand(shape).reshape(-1),
-        child[:, :, None].expand(shape).reshape(-1),
-        torch.cat([context, added], dim=3).reshape(-1, group.context.shape[1] + k),
-        table[:, without.reshape(-1)].reshape(-1, table.shape[-1]),
-        table[:, with_p.reshape(-1)].reshape(-1, table.shape[-1]),
-        (group.weight[:, None, None] * weight[None]).reshape(-1),
-    )
-
-
-def _credit_leaves(items: _Items, forest: Forest, credit: Tensor) -> _Items:
-    """Credit the items on leaves to their feature; return the others."""
-    leaf = forest.leaf_id[items.node]
-    on_leaf = leaf >= 0
-    gain = items.gain()
-    credit.index_put_((items.example[on_leaf], leaf[on_leaf]), gain[on_leaf], accumulate=True)
-    return items.select(~on_leaf)
-
-
-def _share_equally(items: _Items, forest: Forest, tree_of: Tensor, credit: Tensor) -> None:
-    """Unsplit items: each leaf of the node gets an equal share of ``(v(c + B) - v(c)) w``."""
-    if not items.example.numel():
+    Such an item ends the walk below it, so the fraction of a row its share
+    could not buy would be lost: per example, what is neither spent by these
+    items nor kept by the others' shares makes the sampled items of largest
+    gain exact where that fits, and the rest adds prefixes to the next one.
+    Updates ``exact`` and ``rows`` in place.
+    """
+    kept = torch.where(inner, share, torch.where(exact, split, rows.double()))
+    left = remaining - _per_example(kept, items.example, remaining)
+    candidate = ~inner & ~exact & (rows > 0)
+    if not bool((candidate & (left[items.example] >= 1 - _SLACK)).any()):
         return
-    batch, d, outputs = credit.shape
-    share = items.gain() / forest.size[items.node][:, None]
-    marks = torch.zeros(batch, d + 1, outputs, dtype=torch.float64, device=credit.device)
-    marks.index_put_((items.example, forest.start[items.node]), share, accumulate=True)
-    marks.index_put_((items.example, forest.end[items.node]), -share, accumulate=True)
-    per_position = marks.cumsum(dim=1)[:, :d]
-    orders = forest.orders[tree_of]  # (N, d): feature at each position
-    valid = orders < d
-    credit.index_put_(
-        (torch.arange(batch, device=credit.device)[:, None].expand(batch, d)[valid], orders[valid]),
-        per_position[valid],
-        accumulate=True,
-    )
+    picked, example = _by_gain(items, candidate)
+    extra = split[picked] - rows[picked].double()
+    fits = segment_cumsum(extra, example) <= left[example] + _SLACK
+    fits &= _before_first_miss(fits, example)
+    exact[picked[fits]] = True
+    rows[picked[fits]] = 0
+    left -= _per_example(torch.where(fits, extra, 0.0), example, left)
+    top = _first_in_segment(~fits, example)
+    rows[picked[top]] += torch.floor(left[example[top]] + _SLACK).long()
+
+
+def _spend_the_rest(
+    items: Items,
+    idle: Tensor,
+    remaining: Tensor,
+    split: Tensor,
+    per_ordering: Tensor,
+    exact: Tensor,
+    rows: Tensor,
+) -> None:
+    """Examples whose shares bought nothing: their items of largest gain, cheapest first.
+
+    Each item takes its cheapest resolution (an exact split where it costs at
+    most two orderings, else one whole ordering) in order of gain while the
+    example's remainder lasts; where the top item's does not fit, the first
+    item whose does, and where none does, the top item takes a partial
+    ordering of what is left. Updates ``exact`` and ``rows`` in place.
+    """
+    picked, example = _by_gain(items, idle[items.example])
+    cheap_exact = split[picked] <= 2 * per_ordering[picked]
+    cost = torch.where(cheap_exact, split[picked], per_ordering[picked])
+    room = remaining[example] + _SLACK
+    fits = segment_cumsum(cost, example) <= room
+    fits &= _before_first_miss(fits, example)
+    stuck = _per_example(fits.double(), example, remaining)[example] == 0
+    alone = _first_in_segment(stuck & (cost <= room), example)
+    buy = fits | alone
+    helped = _per_example(alone.double(), example, remaining)[example] > 0
+    partial = _first_in_segment(stuck & ~helped, example)
+    exact[picked[buy & cheap_exact]] = True
+    whole = picked[buy & ~cheap_exact]
+    rows[whole] = per_ordering[whole].long()
+    rows[picked[partial]] = torch.floor(room[partial]).long()
+
+
+def _by_gain(items: Items, chosen: Tensor) -> tuple[Tensor, Tensor]:
+    """The ``chosen`` items' indices by example, largest gain first, and their examples."""
+    picked = torch.nonzero(chosen)[:, 0]
+    order = torch.argsort(-_priority(items)[picked], stable=True)
+    picked = picked[order[torch.argsort(items.example[picked][order], stable=True)]]
+    return picked, items.example[picked]
+
+
+def _per_example(values: Tensor, example: Tensor, like: Tensor) -> Tensor:
+    return torch.zeros_like(like, dtype=values.dtype).index_add_(0, example, values)
+
+
+def _before_first_miss(fits: Tensor, segment: Tensor) -> Tensor:
+    """Within each segment (sorted), the positions before its first False."""
+    return segment_cumsum((~fits).long(), segment) == 0
+
+
+def _first_in_segment(mask: Tensor, segment: Tensor) -> Tensor:
+    """Within each segment (sorted), the first position where ``mask`` holds."""
+    return mask & (segment_cumsum(mask.long(), segment) == 1)
+
+
+def _node_costs(forest: Forest) -> tuple[Tensor, Tensor, Tensor]:
+    """Per node: its exact split's cost, its full cost, and its children's full costs.
+
+    The full cost of an item of node B resolves it exactly all the way down:
+    ``2^k - 2`` for B's split plus, for each child, its full cost in each of
+    the ``2^(k - 1)`` contexts the split gives it. Float64: inf past range.
+    """
+    k = forest.num_children.double()
+    split = torch.where(forest.num_children > MAX_SPLIT_CHILDREN, torch.inf, torch.exp2(k) - 2)
+    split = torch.where(forest.num_children == 0, 0.0, split)
+    full = split.clone()
+    children = torch.zeros_like(split)
+    for level in range(int(forest.level.max()), 0, -1):
+        nodes = torch.nonzero(forest.level == level)[:, 0]
+        up = forest.parent[nodes]
+        children.index_add_(0, up, full[nodes])
+        full.index_add_(0, up, full[nodes] * torch.exp2(k[up] - 1))
+    return split, full, children
