@@ -22,7 +22,7 @@ from torch import Tensor
 
 from .linear import popcount, shapley_weights
 from .owen import Forest, NodeUnionCoalitions, bit_table
-from .owen_sampling import item_keys, orderings_within
+from .owen_sampling import distinct_rows, item_keys, orderings_within
 
 __all__ = [
     "Evaluate",
@@ -246,14 +246,13 @@ def split_by_orderings(
         member = draw.membership()  # (O, k - 1, k)
         valid = torch.arange(k - 1, device=member.device)[None, :] < draw.prefixes[:, None]
         owner = draw.owner[:, None].expand(-1, k - 1)[valid]
-        keyed = torch.cat([owner[:, None], member[valid].long()], dim=1)
-        distinct, inverse = torch.unique(keyed, dim=0, return_inverse=True)
+        inverse, first = distinct_rows(owner, member[valid])
         child = forest.children[group.node, :k]
-        item = distinct[:, 0]
-        chosen = torch.where(distinct[:, 1:].bool(), child[item], -1)
+        item = owner[first]
+        chosen = torch.where(member[valid][first], child[item], -1)
         requests.append(torch.cat([group.context[item], chosen], dim=1))
         owners.append(group.example[item])
-        pending.append((picked, group, child, draw, valid, inverse, distinct.shape[0]))
+        pending.append((picked, group, child, draw, valid, inverse, first.shape[0]))
     width = max(r.shape[1] for r in requests)
     padded = torch.cat(
         [torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in requests]
@@ -315,13 +314,9 @@ def _ordered_children(
     ordering, at = torch.nonzero(real, as_tuple=True)
     position = draw.order[ordering, at]
     owner = draw.owner[ordering]
-    keyed = torch.cat([owner[:, None], position[:, None], before[ordering, at].long()], dim=1)
-    distinct, inverse = torch.unique(keyed, dim=0, return_inverse=True)
-    rows = torch.arange(inverse.numel(), device=child.device)
-    first = torch.full((distinct.shape[0],), inverse.numel(), device=child.device)
-    first = first.scatter_reduce(0, inverse, rows, "amin")
+    inverse, first = distinct_rows(owner * k + position, before[ordering, at])
     share = group.weight[owner] * draw.weight[ordering]
-    weight = share.new_zeros(distinct.shape[0]).index_add_(0, inverse, share)
+    weight = share.new_zeros(first.shape[0]).index_add_(0, inverse, share)
     o, w = ordering[first], at[first]
     item = owner[first]
     preceding = torch.where(before[o, w], child[item], -1)

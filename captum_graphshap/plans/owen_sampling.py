@@ -31,6 +31,7 @@ from torch import Tensor
 __all__ = [
     "OrderingDraw",
     "distinct_prefixes_added",
+    "distinct_rows",
     "draw_orderings",
     "item_keys",
     "mix",
@@ -122,12 +123,10 @@ def orderings_within(keys: Tensor, rows: Tensor, k: int, seed: int) -> OrderingD
     per = k - 1
     wanted = 3 * ((rows + per - 1) // per) + 2
     draw = draw_orderings(keys, wanted, k, seed)
-    spent = segment_cumsum(distinct_prefixes_added(draw), draw.owner)
-    whole = spent <= rows[draw.owner]
+    added = distinct_prefixes_added(draw)
+    whole = segment_cumsum(added, draw.owner) <= rows[draw.owner]
     kept = torch.zeros_like(rows).index_add_(0, draw.owner, whole.long())
-    spent_whole = torch.zeros_like(rows).index_add_(
-        0, draw.owner, torch.where(whole, distinct_prefixes_added(draw), 0)
-    )
+    spent_whole = torch.zeros_like(rows).index_add_(0, draw.owner, torch.where(whole, added, 0))
     # the first ordering past the whole ones, cut to the prefixes left
     first = torch.cumsum(wanted, 0) - wanted
     index = torch.arange(draw.owner.shape[0], device=keys.device) - first[draw.owner]
@@ -146,15 +145,34 @@ def distinct_prefixes_added(draw: OrderingDraw) -> Tensor:
     """``(O,)`` the proper prefixes of each ordering not among its item's earlier orderings'."""
     count, k = draw.order.shape
     member = draw.membership().reshape(count * (k - 1), k)
-    owner = draw.owner.repeat_interleave(k - 1)
-    keyed = torch.cat([owner[:, None], member.long()], dim=1)
-    inverse = torch.unique(keyed, dim=0, return_inverse=True)[1]
+    inverse, first = distinct_rows(draw.owner.repeat_interleave(k - 1), member)
     position = torch.arange(inverse.shape[0], device=inverse.device)
-    first = torch.full_like(position, inverse.shape[0]).scatter_reduce(
-        0, inverse, position, reduce="amin"
-    )
     new = (first[inverse] == position).long().view(count, k - 1)
     return new.sum(dim=1)
+
+
+def distinct_rows(key: Tensor, bits: Tensor) -> tuple[Tensor, Tensor]:
+    """Ids of equal ``(key, bits)`` rows: ``inverse`` per row and the first row of each id.
+
+    ``key`` is a non-negative int64 per row, ``bits`` a ``(rows, k)`` bool.
+    One flat sort of ``key << k | bits`` where that fits in int64, else a
+    row sort.
+    """
+    k = bits.shape[1]
+    top = int(key.max()) + 1 if key.numel() else 1
+    if k <= 62 and top < 2 ** (62 - k):
+        weights = torch.ones(1, dtype=torch.long, device=bits.device) << torch.arange(
+            k, device=bits.device
+        )
+        codes = (key << k) | (bits.long() * weights).sum(dim=1)
+        inverse = torch.unique(codes, return_inverse=True)[1]
+    else:
+        keyed = torch.cat([key[:, None], bits.long()], dim=1)
+        inverse = torch.unique(keyed, dim=0, return_inverse=True)[1]
+    position = torch.arange(inverse.shape[0], device=inverse.device)
+    size = int(inverse.max()) + 1 if inverse.numel() else 0
+    first = torch.full((size,), inverse.shape[0], dtype=torch.long, device=inverse.device)
+    return inverse, first.scatter_reduce(0, inverse, position, reduce="amin")
 
 
 def segment_cumsum(values: Tensor, segment: Tensor) -> Tensor:
