@@ -139,6 +139,25 @@ def test_a_prompt_past_the_context_is_refused_before_any_model_call(name):
     assert calls
 
 
+@pytest.mark.parametrize("name", list(MODELS))
+def test_generation_past_the_context_is_refused_before_generate(name):
+    """Without target the answer is generated: prompt plus max_new_tokens past the
+    context is refused before generate runs (GPT-2 died inside it with an IndexError)."""
+    model, tokenizer = MODELS[name](max_positions=16), toy_task.LetterTokenizer()
+    calls: list[dict] = []
+    spy(model, calls)
+    explainer = LLMShapley(cg.LShapley(model), tokenizer)
+    prompt = TextTokenInput("c # h a d c # h a d c # h a", tokenizer)  # 14 tokens
+    for gen_args in ({"max_new_tokens": 5}, None):  # None: Captum's default, 25 tokens
+        with pytest.raises(ValueError, match=r"14 tokens and the answer's .*at most 2 here"):
+            explainer.attribute(prompt, gen_args=gen_args, k=1)
+    with pytest.raises(ValueError, match=r"14 tokens and the answer's 6"):
+        explainer.attribute(prompt, gen_args={"max_length": 20}, k=1)
+    assert calls == []
+    result = explainer.attribute(prompt, gen_args={"max_new_tokens": 2, "do_sample": False}, k=1)
+    assert calls and result.token_attr.shape[1] == 14
+
+
 def test_out_of_memory_halves_the_chunk_and_keeps_the_scored_rows():
     model, tokenizer = tiny_llama(), toy_task.LetterTokenizer()
     inp = TextTokenInput(PROMPT, tokenizer)

@@ -196,6 +196,7 @@ def test_batch_invariance():
         [OwenValue(model).attribute(x[i : i + 1], target=1, hierarchy=h) for i in range(5)]
     )
     torch.testing.assert_close(together, alone, atol=1e-12, rtol=0)
+
     # the budgeted walk samples orderings: from one seed, an example's draws do not
     # depend on the batch it is in (they are keyed by node and context, not position)
     def budgeted(inputs):

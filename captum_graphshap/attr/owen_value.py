@@ -19,6 +19,7 @@ from ..plans.owen_budgeted import LEFTOVER_SHARES, budgeted_winter_values
 from ._options import check_generator
 from .base import GameAttribution, Options, Outcome, evaluate_plan
 from .graph_family import resolve_graphs
+from .owen_report import OwenReport
 
 #: the ``hierarchy`` option: nested ids (an id, or a list or tuple of nested ids), a
 #: Hierarchy, or a list of Hierarchy (one per example); None infers one
@@ -41,8 +42,11 @@ class OwenOptions(Options):
             empty and full coalitions). None: exact, refused with the count
             above :data:`~captum_graphshap.plans.limits.MAX_COALITIONS`
             coalitions. When the exact plan needs more, the budgeted walk
-            splits the nodes of largest contribution first (SHAP's
-            ``max_evals``); it stays efficient. Without ``target``, a
+            gives each node's contexts a share of the budget by their
+            contribution: a share that covers a node's exact split buys it,
+            a smaller one buys sampled orderings of its children (Owen
+            sampling), so the whole budget is spent on any tree; it stays
+            efficient and is exact at the exact count. Without ``target``, a
             multi-output model's outputs share one walk (its splits go
             where their contributions summed over the outputs are
             largest), so the budget bounds the evaluations of all together.
@@ -51,14 +55,20 @@ class OwenOptions(Options):
             gain where the node was split, shifted to the unsplit total;
             equal shares where it never was) or ``"equal"`` (SHAP's).
             ``benchmarks/partition.py --cases leftover`` measures both.
-        generator: accepted for the common signature; the Winter value and
-            the budgeted walk draw nothing at random (ties keep tree order).
+        generator: the seed of the budgeted walk's sampled orderings (an
+            example's orderings depend on the seed, the node and its
+            context, not on the batch). The exact value draws nothing.
+        return_report: also return ``report``, an
+            :class:`~captum_graphshap.attr.owen_report.OwenReport`: per
+            example and node, the contexts enumerated, sampled or shared,
+            and whether the values are exact.
     """
 
     hierarchy: HierarchyArgument = None
     budget: int | None = None
     leftover: str = "profile"
     generator: torch.Generator | None = None
+    return_report: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -136,7 +146,9 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
             count = winter_coalition_count(hierarchy)
             if count <= limit:
                 plan = winter_value_plan(hierarchy, game.device)
-                return Outcome(plan.estimator(evaluate_plan(game, plan, show_progress, desc)))
+                values = plan.estimator(evaluate_plan(game, plan, show_progress, desc))
+                report = OwenReport.of_exact(hierarchy, game.batch_size, game.device)
+                return Outcome(values, {"report": report})
             hierarchies = [hierarchy] * game.batch_size
         else:
             hierarchies = hierarchy
@@ -174,7 +186,8 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
             leftover=options.leftover,
             generator=options.generator,
         )
-        return Outcome(walk.values[:, :d, game.output_index])
+        report = OwenReport.of_walk(tuple(hierarchies), walk.counts)
+        return Outcome(walk.values[:, :d, game.output_index], {"report": report})
 
 
 def _per_example_nested(hierarchy: Any, game: CoalitionGame) -> list[Hierarchy] | None:

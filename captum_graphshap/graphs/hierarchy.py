@@ -140,6 +140,14 @@ class Hierarchy:
                 f"data must be a (B, d) background set with B >= 2 rows, got shape "
                 f"{tuple(x.shape)}."
             )
+        bad = ~np.isfinite(x)
+        if bad.any():
+            rows, columns = np.nonzero(bad)
+            raise ValueError(
+                f"data has {int(bad.sum())} NaN or infinite entries (first at row "
+                f"{int(rows[0])}, feature {int(columns[0])}); correlations of such data are "
+                "undefined. Drop or impute those rows first."
+            )
         if metric not in ("correlation", "cosine"):
             raise ValueError(f"metric must be 'correlation' or 'cosine', got {metric!r}.")
         if metric == "correlation":
@@ -306,9 +314,10 @@ def parse_nested(nested: Nested) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
     """Pre-order ``parent`` and ``leaf_id`` (-1 for inner nodes) arrays; iterative, no recursion."""
     parent: list[int] = []
     leaf_id: list[int] = []
-    stack: list[tuple[Any, int, tuple[int, ...]]] = [(nested, -1, ())]
+    # path: positions for messages; depth: levels of nodes kept (one-child lists are not)
+    stack: list[tuple[Any, int, tuple[int, ...], int]] = [(nested, -1, (), 0)]
     while stack:
-        item, up, path = stack.pop()
+        item, up, path, depth = stack.pop()
         if isinstance(item, np.ndarray):
             item = item.tolist()
         elif isinstance(item, Tensor):
@@ -318,9 +327,9 @@ def parse_nested(nested: Nested) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
                 where = f" at position {list(path)}" if path else ""
                 raise ValueError(f"hierarchy has an empty node{where}; every node needs a leaf.")
             if len(item) == 1:  # a node with one child: the same value, dropped
-                stack.append((item[0], up, (*path, 0)))
+                stack.append((item[0], up, (*path, 0), depth))
                 continue
-            if len(path) >= MAX_DEPTH:
+            if depth >= MAX_DEPTH:
                 raise ValueError(
                     f"hierarchy is {nested_depth(nested)} levels deep; at most MAX_DEPTH = "
                     f"{MAX_DEPTH} are supported. Rebalance it, e.g. Hierarchy.balanced, or "
@@ -329,7 +338,9 @@ def parse_nested(nested: Nested) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
             node = len(parent)
             parent.append(up)
             leaf_id.append(-1)
-            stack.extend((child, node, (*path, j)) for j, child in reversed(list(enumerate(item))))
+            stack.extend(
+                (child, node, (*path, j), depth + 1) for j, child in reversed(list(enumerate(item)))
+            )
             continue
         if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
             raise TypeError(

@@ -62,6 +62,8 @@ TOKENS_PER_CALL = 2**16
 #: this many times the rows, still scored at most ``TOKENS_PER_CALL`` prompt tokens'
 #: rows a forward: more rows to sort by shared prefix, fewer tokens each.
 SHARED_PREFIX_ROWS = 8
+#: ``max_new_tokens`` of Captum's ``DEFAULT_GEN_ARGS``, used when ``gen_args`` is None
+CAPTUM_MAX_NEW_TOKENS = 25
 
 
 class LLMBivariateResult(LLMAttributionResult):
@@ -256,6 +258,10 @@ class LLMShapley(LLMAttribution):
                 "target must be a string or a tensor of token ids (Captum's convention), "
                 f"got {type(target).__name__}."
             )
+        if target is None:
+            # generation past the context fails inside generate (GPT-2: an index
+            # error) or after it has run the model: refuse before
+            self._check_context(inp, answer=self._tokens_to_generate(inp, gen_args))
         tokens = super()._get_target_tokens(inp, target, gen_args).reshape(-1)
         if tokens.numel() == 0:
             raise ValueError("target has no tokens: give a non-empty string or token ids.")
@@ -479,6 +485,20 @@ class LLMShapley(LLMAttribution):
             if ids.numel() == 0:
                 raise ValueError(_EMPTY_PROMPT)
 
+    def _tokens_to_generate(self, inp: Any, gen_args: dict[str, Any] | None) -> int:
+        """The most tokens ``generate`` may add: ``max_new_tokens`` (Captum's default
+        25 without ``gen_args``), else what ``max_length`` leaves after the prompt."""
+        settings = gen_args or {"max_new_tokens": CAPTUM_MAX_NEW_TOKENS}
+        config = getattr(self.model, "generation_config", None)
+        new = settings.get("max_new_tokens", getattr(config, "max_new_tokens", None))
+        if new is not None:
+            return int(new)
+        total = settings.get("max_length", getattr(config, "max_length", None))
+        if total is None:
+            return 0
+        prompt = self._format_model_input(inp.to_model_input())["input_ids"].shape[-1]
+        return max(0, int(total) - int(prompt))
+
     def _check_context(self, inp: Any, answer: int = 0) -> int:
         """The prompt's tokens; refused, before any attribution's model call, when the
         prompt and answer pass the model's context.
@@ -502,7 +522,9 @@ class LLMShapley(LLMAttribution):
             raise ValueError(
                 f"inp: the prompt has {prompt} tokens{with_answer}, more than the model's "
                 f"context of {limit} positions (its config's max_position_embeddings); "
-                "shorten the prompt or the answer, or use a model with a longer context."
+                "shorten the prompt or the answer (gen_args' max_new_tokens when target is "
+                f"generated: at most {max(limit - prompt, 0)} here), or use a model with a "
+                "longer context."
             )
         return prompt
 

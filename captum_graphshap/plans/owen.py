@@ -46,11 +46,11 @@ __all__ = [
 def winter_coalition_count(hierarchy: Hierarchy) -> int:
     """Distinct coalitions of the exact Winter value (a Python int, computed before any plan)."""
     kids = hierarchy.num_children.tolist()
-    bits = _context_bits(hierarchy)
+    bits = context_bits(hierarchy)
     return 2 + sum(2**s * (2**k - 2) for s, k in zip(bits, kids) if k > 0)
 
 
-def _context_bits(hierarchy: Hierarchy) -> list[int]:
+def context_bits(hierarchy: Hierarchy) -> list[int]:
     """``s`` per node: sibling choices of its strict ancestors' path children."""
     kids = hierarchy.num_children.tolist()
     parent = hierarchy.parent.tolist()
@@ -284,7 +284,7 @@ def _winter_value_plan(hierarchy: Hierarchy, device: torch.device) -> Plan:
     d = h.num_features
     forest = Forest.of([h], d, torch.device("cpu"))
     kids = h.num_children.tolist()
-    bits = _context_bits(h)
+    bits = context_bits(h)
     candidates = _candidates(h)
     weights = _context_weights(h, bits)
     keys = sorted({(bits[a], kids[a]) for a in range(h.num_nodes) if kids[a] > 0})

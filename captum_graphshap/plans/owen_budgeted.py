@@ -43,6 +43,7 @@ from .owen_items import (
     Evaluate,
     Items,
     Profile,
+    Tails,
     credit_leaves,
     share_equally,
     split_by_orderings,
@@ -114,7 +115,7 @@ def budgeted_winter_values(
     forest = Forest.of(distinct, d, device)
     walk = _Walk.start(evaluate, forest, hierarchies, distinct, generator)
     items = walk.root_items()
-    tails: list[Items] = []
+    tails: list[Tails] = []
     while items.example.numel():
         exact, rows = walk.plan_round(items, budget)
         if not bool((exact | (rows > 0)).any()):
@@ -129,7 +130,7 @@ def budgeted_winter_values(
             tails.append(tail)
         items = Items.cat([items.select(~exact & ~sampled), *resolved])
         items = credit_leaves(items, forest, walk.credit)
-    walk.share(Items.cat([items, *tails]), leftover)
+    walk.share(items, Tails.cat(tails) if tails else None, leftover)
     return WalkResult(walk.credit, walk.spent, walk.counts)
 
 
@@ -232,18 +233,29 @@ class _Walk:
         self._count(self.counts.enumerated, items.example, items.node, 1)
         return children
 
-    def split_by_orderings(self, items: Items, rows: Tensor) -> tuple[Items, Items]:
+    def split_by_orderings(self, items: Items, rows: Tensor) -> tuple[Items, Tails]:
         done = split_by_orderings(items, rows, self.forest, self.evaluate, self.spent, self.seed)
         self.profile.record(done.profile_split, done.profile_children)
         self._count(self.counts.sampled, items.example, items.node, 1)
         self._count(self.counts.orderings, items.example, items.node, done.orderings)
         return done.children, done.tails
 
-    def share(self, items: Items, leftover: str) -> None:
-        """Share what no budget reached among the leaves (after the last round)."""
+    def share(self, items: Items, tails: Tails | None, leftover: str) -> None:
+        """Share what no budget reached among the leaves (after the last round).
+
+        A partial ordering's tail goes to its children by the parent's profile
+        (``"profile"``) or by their sizes (``"equal"``), then down like an
+        unsplit item of each child.
+        """
+        self._count(self.counts.shared, items.example, items.node, 1)
+        if tails is not None:
+            first = torch.ones_like(tails.tail, dtype=torch.bool)
+            first[1:] = tails.tail[1:] != tails.tail[:-1]  # one count per tail
+            self._count(self.counts.shared, tails.items.example[first], tails.parent[first], 1)
+            shared = tails.by_profile(self.profile) if leftover == "profile" else tails.items
+            items = Items.cat([items, shared])
         if not items.example.numel():
             return
-        self._count(self.counts.shared, items.example, items.node, 1)
         if leftover == "equal":
             share_equally(items, self.forest, self.tree_of, self.credit)
         else:

@@ -29,6 +29,7 @@ __all__ = [
     "Items",
     "Profile",
     "SampledSplit",
+    "Tails",
     "credit_leaves",
     "share_equally",
     "split_by_orderings",
@@ -220,7 +221,7 @@ class SampledSplit(NamedTuple):
     """
 
     children: Items
-    tails: Items
+    tails: Tails
     profile_split: Items
     profile_children: Items
     orderings: Tensor
@@ -260,7 +261,8 @@ def split_by_orderings(
     example_index = torch.cat(owners)
     values = evaluate(example_index, forest.coalitions(padded)).double()
     spent.index_add_(0, example_index, torch.ones_like(example_index))
-    parts: list[list[Items]] = [[], [], [], []]
+    parts: list[list[Items]] = [[], [], []]
+    tails = []
     orderings = torch.zeros_like(ks)
     cursor = 0
     for picked, group, child, draw, valid, inverse, count in pending:
@@ -272,12 +274,12 @@ def split_by_orderings(
             0, draw.owner[whole], draw.weight[whole]
         )
         parts[0] += [learned, _ordered_children(group, draw, child, table, ~whole)]
-        parts[1].append(_tail_items(group, draw, child, table, forest))
-        parts[2].append(dataclasses.replace(group, weight=group.weight * fraction))
-        parts[3].append(learned)
+        tails.append(_tail_items(group, draw, child, table, forest))
+        parts[1].append(dataclasses.replace(group, weight=group.weight * fraction))
+        parts[2].append(learned)
         orderings.index_add_(0, picked[draw.owner], torch.ones_like(draw.owner))
-    children, tails, profile_split, profile_children = (Items.cat(p) for p in parts)
-    return SampledSplit(children, tails, profile_split, profile_children, orderings)
+    children, profile_split, profile_children = (Items.cat(p) for p in parts)
+    return SampledSplit(children, Tails.cat(tails), profile_split, profile_children, orderings)
 
 
 def _prefix_table(group: Items, draw: Any, valid: Tensor, values: Tensor) -> Tensor:
@@ -330,8 +332,8 @@ def _ordered_children(
     )
 
 
-def _tail_items(group: Items, draw: Any, child: Tensor, table: Tensor, forest: Forest) -> Items:
-    """Terminal items of partial orderings: the rest of the gain, by the children's sizes."""
+def _tail_items(group: Items, draw: Any, child: Tensor, table: Tensor, forest: Forest) -> Tails:
+    """The tails of partial orderings: the rest of the gain, by the children's sizes."""
     count, k = draw.order.shape
     place = torch.arange(k, device=child.device)
     tail = (place[None, :] >= draw.prefixes[:, None]) & (draw.prefixes < k - 1)[:, None]
@@ -342,11 +344,64 @@ def _tail_items(group: Items, draw: Any, child: Tensor, table: Tensor, forest: F
     total = torch.zeros(count, dtype=torch.float64, device=child.device)
     total.index_add_(0, ordering, size)
     cut = draw.prefixes[ordering]
-    return Items(
+    fraction = size / total[ordering]
+    items = Items(
         group.example[item],
         node,
         group.context[item],
         table[ordering, cut],
         table[ordering, -1],
-        group.weight[item] * draw.weight[ordering] * size / total[ordering],
+        group.weight[item] * draw.weight[ordering] * fraction,
     )
+    return Tails(items, ordering, group.node[item], fraction)
+
+
+@dataclass
+class Tails:
+    """The tails of partial orderings: a child of the tail per item, by size for now.
+
+    ``tail`` numbers the tails (items of one tail share it), ``parent`` is
+    the node whose children they are and ``fraction`` each child's share of
+    its tail's leaves.
+    """
+
+    items: Items
+    tail: Tensor
+    parent: Tensor
+    fraction: Tensor
+
+    @staticmethod
+    def cat(parts: list[Tails]) -> Tails:
+        offsets, tails, start = [], [], 0
+        for part in parts:
+            tails.append(part.tail + start)
+            start += int(part.tail.max()) + 1 if part.tail.numel() else 0
+            offsets.append(start)
+        return Tails(
+            Items.cat([p.items for p in parts]),
+            torch.cat(tails),
+            torch.cat([p.parent for p in parts]),
+            torch.cat([p.fraction for p in parts]),
+        )
+
+    def by_profile(self, profile: Profile) -> Items:
+        """The tails' items with each tail shared as its parent's profile says.
+
+        As :meth:`Profile.share` shares a whole node among its children, here
+        among the tail's: child C gets ``g |C| / |T| + w (r_C - |C| / |T|
+        sum_T r)``, ``r_C`` the gain C's items received per unit of the
+        parent's split weight (0 where it was never split: shares by size).
+        """
+        items = self.items
+        if not items.example.numel():
+            return items
+        split = profile.split_weight[items.example, self.parent][:, None]
+        received = profile.received[items.example, items.node]
+        safe = split.clamp(min=torch.finfo(split.dtype).tiny)
+        rate = torch.where(split > 0, received / safe, 0.0)
+        count = int(self.tail.max()) + 1
+        summed = rate.new_zeros(count, rate.shape[1]).index_add_(0, self.tail, rate)
+        weight = (items.weight / self.fraction)[:, None]
+        gain = items.gain() + weight * (rate - self.fraction[:, None] * summed[self.tail])
+        high = gain / items.weight[:, None]
+        return dataclasses.replace(items, low=torch.zeros_like(gain), high=high)
