@@ -18,6 +18,7 @@ from ..plans.control_variates import (
 )
 from ..plans.draws import random_indices
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.permutation_window import draw_window, window_estimate
 from ..plans.permutations import (
     filled_orderings_and_references,
     pair_antithetic,
@@ -222,7 +223,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
             desc=self.progress_desc,
         )
         if surrogate is None and not options.return_uncertainty:
-            return Outcome(plan.estimator(values))
+            return Outcome(_with_window(game, options, plan.estimator(values), values, ranks))
         contributions = permutation_contributions(values.view(*ranks.shape[:2], -1), ranks)
         if surrogate is not None:
             contributions = controlled_contributions(
@@ -290,6 +291,39 @@ def _draw_orderings(
     if options.references is None:
         return ranks, None
     return ranks, _sampled_references(game, ranks, options.antithetic, generator)
+
+
+def _with_window(
+    game: CoalitionGame,
+    options: ShapleySamplingOptions,
+    whole_mean: Tensor,
+    values: Tensor,
+    ranks: Tensor,
+) -> Tensor:
+    """The whole orderings' mean, with ``budget=``'s rest spent on one ordering's window.
+
+    :mod:`~captum_graphshap.plans.permutation_window`: unbiased, efficient,
+    exact where the whole orderings are (additive models). Not with
+    ``references`` (a row is a prefix and its reference).
+    """
+    if options.budget is None or options.references is not None:
+        return whole_mean
+    batch, orderings, d = ranks.shape
+    paired = options.antithetic and orderings % 2 == 0
+    left = options.budget - int(game.evaluations.max())
+    window = draw_window(d, left, paired, options.generator, game.device)
+    if window is None:
+        return whole_mean
+    coalitions = window.coalitions()
+    rows = coalitions.shape[0]
+    window_values = game.evaluate_rows(
+        torch.arange(batch, device=game.device).repeat_interleave(rows),
+        coalitions.repeat(batch, 1),
+        distinct=True,
+    ).view(batch, rows)
+    ends = values.view(batch, orderings, d + 1)[:, 0, [0, d]]
+    samples = orderings // 2 if paired else orderings
+    return window_estimate(whole_mean, samples, window, window_values, ends)
 
 
 def _fills_budget(options: ShapleySamplingOptions, d: int) -> bool:
