@@ -136,6 +136,7 @@ def test_the_report_says_what_was_enumerated_and_what_estimated():
     status = report.node_status(1)
     assert status[tuple(range(2, 12))] == "sampled"
     assert tuple(range(2, 12)) in report.estimated_nodes(1)
+    assert bool(report.estimated[1, h.nodes.index(tuple(range(2, 12)))])
     assert int(report.orderings[1, h.nodes.index(tuple(range(2, 12)))]) >= 2
     at_count = attribute(additive, x, h, budget=winter_coalition_count(h), return_report=True)
     assert at_count.report.exact.all()

@@ -61,6 +61,11 @@ class OwenReport:
         exact = torch.ones(batch, dtype=torch.bool, device=device)
         return cls((hierarchy,) * batch, enumerated.clone(), zeros, zeros, zeros, exact)
 
+    @property
+    def estimated(self) -> Tensor:
+        """``(N, nodes)`` bool: nodes with a context sampled or shared rather than enumerated."""
+        return (self.sampled + self.shared) > 0
+
     def node_status(self, example: int = 0) -> dict[tuple[int, ...], str]:
         """Each inner node's feature ids -> how its contexts were resolved.
 
