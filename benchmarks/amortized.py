@@ -17,7 +17,8 @@ against exact Shapley values (``ExactShapley``):
 Errors are the mean over examples of ``||phi_hat - phi|| / ||phi||``.
 
 Run:  python benchmarks/amortized.py [--quick] [--sizes 3000,20000] [--images 20000]
-          [--estimator regression_mc] [--test 200] [--device cpu|cuda]
+          [--estimator permutation] [--test 200] [--test-images 100]
+          [--only tabular|images] [--models relu,tanh]
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
             args: argparse.Namespace) -> None:  # fmt: skip
     """Fit on ``train``, explain ``test``, print the table."""
     kwargs = {"baselines": 0.0, "target": 0}
-    exact = per_feature(ExactShapley(model).attribute(test, feature_mask=mask, **kwargs), mask)
+    exact = ExactShapley(model).attribute(test, feature_mask=mask, show_progress=False, **kwargs)
+    exact = per_feature(exact, mask)
     gap = (model(test)[:, 0] - model(torch.zeros_like(test[:1]))[:, 0]).detach().double()
     explainer = AmortizedShapley(model, feature_mask=mask)
     start = time.perf_counter()
@@ -151,23 +153,27 @@ def main() -> None:
     parser.add_argument("--sizes", default="3000,20000")
     parser.add_argument("--images", type=int, default=20000)
     parser.add_argument("--test", type=int, default=200)
-    parser.add_argument("--estimator", default="regression_mc")
+    parser.add_argument("--test-images", type=int, default=100, help="2^16 rows each for exact")
+    parser.add_argument("--estimator", default="permutation")
     parser.add_argument("--only", default="", help="tabular or images")
+    parser.add_argument("--models", default="relu,tanh", help="tabular models to run")
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.quick:
-        sizes, args.images, args.test = [1000], 1000, 50
+        sizes, args.images, args.test, args.test_images = [1000], 1000, 50, 20
     if args.only in ("", "tabular"):
         test = correlated_inputs(args.test, 12, seed=7)
-        for activation, seed in ((nn.ReLU, 101), (nn.Tanh, 202)):
+        models = {"relu": (nn.ReLU, 101), "tanh": (nn.Tanh, 202)}
+        for key in args.models.split(","):
+            activation, seed = models[key]
             model = random_mlp(12, activation, seed)
             for size in sizes:
                 train = correlated_inputs(size, 12, seed=11 + size)
                 compare(f"tabular MLP ({activation.__name__})", model, train, test, None, args)
     if args.only in ("", "images"):
         model = random_cnn(303)
-        test = stroke_images(min(args.test, 100), seed=5)
+        test = stroke_images(min(args.test, args.test_images), seed=5)
         compare(
             "image patches CNN", model, stroke_images(args.images, seed=9), test, patch_mask(), args
         )
