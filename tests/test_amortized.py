@@ -268,3 +268,14 @@ def test_labels_differ_per_example_and_spend_the_budget():
     assert int(game.evaluations.max()) <= 14
     # fresh coalitions per example: the copies' estimates differ
     assert not torch.allclose(labels[0], labels[1])
+
+
+def test_a_dataloader_and_a_validation_set_are_taken():
+    model = small_mlp()
+    x = data(90)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x[:60]), batch_size=16)
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(loader, baselines=0.0, target=0, budget=12, epochs=1, validation=x[60:])
+    assert (report.examples, report.held_out) == (60, 30)
+    assert report.evaluations <= 12 * 90 + 1  # the labels' budget, and one output probe
+    assert explainer.attribute(x[:2]).shape == (2, 5)

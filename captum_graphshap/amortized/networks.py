@@ -17,8 +17,9 @@ changes no coalition's value, so its Shapley value is 0): the signed
 standardised difference ``x_i - b_i`` for one-element features (for a
 linear model the value is then the gate times a constant), the root mean
 square of the differences for grouped features, whether any token differs
-for token ids. On the models of benchmarks/amortized.py this cut the
-held-out error by 10-15% at equal labels.
+for token ids. On the ReLU MLP of benchmarks/amortized.py (3,000 examples,
+the same permutation labels) the gate took the held-out error from 0.254
+to 0.225.
 
 Every network takes the tuple of input tensors and returns the values before
 the additive normalisation that makes them efficient (``training.py``).
