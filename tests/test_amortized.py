@@ -12,6 +12,15 @@ from captum_graphshap.amortized.labels import exact_values, sampled_labels
 from captum_graphshap.engine.coalition_game import prepare_game
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Training many small steps on a shared CPU: two threads per step thrash (10x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 class Counting(nn.Module):
     """Counts the rows the model sees."""
 
