@@ -146,9 +146,10 @@ class AmortizedShapley(PerturbationAttribution):
                 on the benchmark's MLPs, but the mean of its draws measured
                 a few percent off the exact values when many relabelled
                 examples share one call, so not the default), ``"kernel"``
-                (the paired kernel fit: consistent, slightly biased) or ``"default"`` (``PairedKernelShap``'s own
-                choice, a shrunk posterior: biased, so the network cannot
-                average its error away), each drawn afresh per example.
+                (the paired kernel fit: consistent, slightly biased) or
+                ``"default"`` (``PairedKernelShap``'s own choice, a shrunk
+                posterior: biased, so the network cannot average its error
+                away), each drawn afresh per example.
             confidence: the intervals' level, in (0, 1).
             exact_examples: held-out examples (at most half of them) on which
                 the report compares with exact Shapley values when
