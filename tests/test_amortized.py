@@ -288,3 +288,23 @@ def test_a_dataloader_and_a_validation_set_are_taken():
     assert (report.examples, report.held_out) == (60, 30)
     assert report.evaluations <= 12 * 90 + 1  # the labels' budget, and one output probe
     assert explainer.attribute(x[:2]).shape == (2, 5)
+
+
+def test_token_ids_get_the_transformer_and_efficient_values():
+    torch.manual_seed(0)
+    embedding = nn.EmbeddingBag(20, 1, mode="sum")
+
+    def model(ids: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(embedding(ids))
+
+    ids = torch.randint(1, 20, (80, 6), generator=torch.Generator().manual_seed(0))
+    explainer = AmortizedShapley(model)
+    explainer.fit(ids, baselines=0, target=0, budget=16, epochs=1)
+    assert type(explainer.explainer).__name__ == "TokenTransformer"
+    phi = explainer.attribute(ids[:3], baselines=0, target=0)
+    with torch.no_grad():
+        gap = model(ids[:3])[:, 0] - model(torch.zeros(1, 6, dtype=torch.long))[:, 0]
+    assert phi.shape == (3, 6) and phi.is_floating_point()
+    torch.testing.assert_close(phi.sum(1).double(), gap.double(), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="vocabulary"):
+        explainer.attribute(torch.full((1, 6), 25), baselines=0, target=0)
