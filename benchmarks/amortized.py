@@ -103,7 +103,7 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
     start = time.perf_counter()
     report = explainer.fit(
         train, budget=64, generator=torch.Generator().manual_seed(0),
-        label_estimator=args.estimator, exact_examples=0, **kwargs,
+        label_estimator=args.estimator, exact_examples=0, epochs=args.epochs, **kwargs,
     )  # fmt: skip
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
@@ -157,6 +157,7 @@ def main() -> None:
     parser.add_argument("--estimator", default="permutation")
     parser.add_argument("--only", default="", help="tabular or images")
     parser.add_argument("--models", default="relu,tanh", help="tabular models to run")
+    parser.add_argument("--epochs", type=int, default=None, help="None: the fit's default")
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",")]
