@@ -194,11 +194,17 @@ def label_split(
     budget: int,
     estimator: str,
     generator: torch.Generator | None,
+    show_progress: bool = False,
 ) -> tuple[Tensor, int]:
     """``(N, d, K)`` labels of one split, in chunks, and the model evaluations they cost."""
     parts, evaluations = [], 0
     count = tensors[0].shape[0]
-    for start in range(0, count, LABEL_CHUNK):
+    starts: Any = range(0, count, LABEL_CHUNK)
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="AmortizedShapley labels", unit="chunk")
+    for start in starts:
         chunk = rows(tensors, slice(start, start + LABEL_CHUNK))
         per_example = plan.target_mode == "per_example"
         chunk_target = target[start : start + LABEL_CHUNK] if per_example else target
@@ -237,10 +243,10 @@ def fit(
     network = make_network(explainer, plan, columns, seed)
     check_columns(network, plan, columns)
     train_labels, train_cost = label_split(
-        model, plan, plan.train, plan.train_target, budget, estimator, generator
+        model, plan, plan.train, plan.train_target, budget, estimator, generator, show_progress
     )
     held_labels, held_cost = label_split(
-        model, plan, plan.held, plan.held_target, budget, estimator, generator
+        model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
     )
     train_data = training_data(plan.train, train_labels, plan.train_target, plan.target_mode)
     held_data = training_data(plan.held, held_labels, plan.held_target, plan.target_mode)
