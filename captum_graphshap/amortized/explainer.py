@@ -151,10 +151,12 @@ class AmortizedShapley(PerturbationAttribution):
                 posterior: biased, so the network cannot average its error
                 away), each drawn afresh per example.
             confidence: the intervals' level, in (0, 1).
-            exact_examples: held-out examples (at most half of them) on which
-                the report compares with exact Shapley values when
-                ``d <= 16`` (``2^d`` evaluations each, counted apart) and
-                measures the intervals' coverage; 0 skips it.
+            exact_examples: held-out examples on which the report compares
+                with exact Shapley values when ``d <= 16`` (``2^d``
+                evaluations each, counted apart) and measures the intervals'
+                coverage: at most half the held-out examples, and at most as
+                many as the labels' evaluations would buy, so the check
+                never costs more than the fit; 0 skips it.
 
         Returns:
             A :class:`FitReport`; also kept as ``self.report``.

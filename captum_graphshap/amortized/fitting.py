@@ -254,7 +254,7 @@ def fit(
     shuffles = torch.Generator().manual_seed(seed)
     scale, _ = train(network, train_data, held_data, epochs, shuffles, show_progress)
     predictions = predict(network, held_data, scale)
-    checked = exact_count(plan, exact_examples)
+    checked = exact_count(plan, exact_examples, budget)
     calibration = slice(0, len(held_data) - checked)
     scores = residual_scores(predictions[calibration], held_labels[calibration])
     largest = example_scores(predictions[calibration], held_labels[calibration]).max()
@@ -288,11 +288,15 @@ def check_columns(network: nn.Module, plan: FitPlan, columns: int) -> None:
         )
 
 
-def exact_count(plan: FitPlan, exact_examples: int) -> int:
-    """Held-out examples compared with exact values: at most half of them, ``d <= 16``."""
+def exact_count(plan: FitPlan, exact_examples: int, budget: int) -> int:
+    """Held-out examples compared with exact values (``d <= 16``): at most half of
+    them, and no more than the labels' evaluations buy (``2^d`` each), so the
+    check never costs more than the fit."""
     if plan.num_features > EXACT_FEATURES:
         return 0
-    return min(exact_examples, plan.held[0].shape[0] // 2)
+    labelled = plan.train[0].shape[0] + plan.held[0].shape[0]
+    affordable = budget * labelled // 2**plan.num_features
+    return min(exact_examples, plan.held[0].shape[0] // 2, affordable)
 
 
 def make_report(
