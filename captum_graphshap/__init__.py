@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and IDEs
     # ``X as X``: an explicit re-export (mypy --strict), as __all__ is not a literal
+    from .amortized import AmortizedShapley as AmortizedShapley
     from .analysis import ExplanationGraph as ExplanationGraph
     from .attr import BayesShap as BayesShap
     from .attr import BivariateShapley as BivariateShapley
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
 
 #: Public name -> the subpackage that defines it (the one list: ``__all__`` is its keys).
 _LAZY = {
+    "AmortizedShapley": ".amortized",
     "BayesShap": ".attr",
     "BivariateShapley": ".attr",
     "CShapley": ".attr",

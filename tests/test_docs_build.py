@@ -26,6 +26,7 @@ DOCS = ROOT / "docs"
 API_PAGES = {
     "captum_graphshap": "captum_graphshap.rst",
     "captum_graphshap.attr": "attr.rst",
+    "captum_graphshap.amortized": "amortized.rst",
     "captum_graphshap.graphs": "graphs.rst",
     "captum_graphshap.analysis": "analysis.rst",
     "captum_graphshap.metrics": "metrics.rst",

@@ -1,0 +1,16 @@
+"""Amortized Shapley values: an explainer network trained on the engine's unbiased estimates.
+
+:class:`AmortizedShapley` fits a network once (``fit``), then explains each
+example in one forward pass (``attribute``); see docs/guide/amortized.md.
+Modules: :mod:`.labels` (unbiased labels from the engine's plans),
+:mod:`.networks` (default explainers), :mod:`.training` (the loop),
+:mod:`.conformal` (intervals, spot checks), :mod:`.fitting` (the fit's
+steps), :mod:`.report` (the fit report), :mod:`.explainer` (the class).
+"""
+
+from __future__ import annotations
+
+from .explainer import AmortizedShapley, NotFittedError
+from .report import FitReport
+
+__all__ = ["AmortizedShapley", "FitReport", "NotFittedError"]

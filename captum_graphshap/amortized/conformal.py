@@ -1,0 +1,59 @@
+"""Split-conformal intervals for the explainer's values, and spot checks.
+
+Scores are ``|phi_hat - label| / s(x)`` on held-out examples, per feature
+value, with ``s(x)`` the root mean square of the example's predicted values
+(so intervals widen with the explanation's scale). The labels are noisy,
+unbiased estimates, not exact values: ``|phi_hat - label|`` holds the
+explainer's error *and* the label's noise, so the intervals are calibrated
+for covering the labels and are conservative for covering the exact values
+(the noise, independent of the explainer's error, only widens them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor
+
+#: keeps the scale of an all-zero explanation positive
+SCALE_FLOOR = 1e-8
+
+
+def example_scale(phi: Tensor) -> Tensor:
+    """``(N, 1, K)``: root mean square over features of each example's values, floored."""
+    return phi.pow(2).mean(dim=1, keepdim=True).sqrt().clamp_min(SCALE_FLOOR)
+
+
+def conformal_quantile(scores: Tensor, confidence: float) -> float:
+    """The split-conformal quantile: the ``ceil((n + 1) confidence)``-th smallest score.
+
+    Infinite when there are too few scores for the level.
+    """
+    flat = scores.reshape(-1).sort().values
+    rank = math.ceil((flat.numel() + 1) * confidence)
+    if rank > flat.numel():
+        return math.inf
+    return float(flat[rank - 1])
+
+
+def residual_scores(phi: Tensor, labels: Tensor) -> Tensor:
+    """``(N, d, K)`` scaled absolute residuals of held-out predictions."""
+    return (phi - labels).abs() / example_scale(phi)
+
+
+def example_scores(phi: Tensor, estimates: Tensor) -> Tensor:
+    """``(N,)`` root mean square scaled disagreement of each example (spot checks)."""
+    return ((phi - estimates) / example_scale(phi)).pow(2).mean(dim=(1, 2)).sqrt()
+
+
+def spot_threshold(held_out_scores: Tensor, label_budget: int, spot_budget: int) -> float:
+    """The largest per-example disagreement a spot check at ``spot_budget`` tolerates.
+
+    The held-out examples' largest score against labels at ``label_budget``,
+    widened by ``sqrt(label_budget / spot_budget)`` when the spot check's
+    estimate is noisier (fewer evaluations: its noise grows about as
+    ``1 / sqrt(budget)``). An example above it disagrees with the explainer
+    more than any held-out example did.
+    """
+    widen = math.sqrt(max(1.0, label_budget / spot_budget))
+    return float(held_out_scores.max()) * widen

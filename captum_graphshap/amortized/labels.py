@@ -1,0 +1,157 @@
+"""Training labels: unbiased per-example Shapley estimates from the engine's plans.
+
+The explainer network learns the conditional mean of its labels, so what it
+converges to is the labels' *mean*: unbiased labels (antithetic orderings,
+regression-adjusted Monte Carlo) let it average their noise away across
+examples and become more accurate than the labels themselves (stochastic
+amortization, Covert et al. 2024); a biased estimate (a shrunk posterior, a
+regression fitted on few coalitions) caps it at its own error.
+
+The engine's sampled plans are shared by a batch (one set of coalitions for
+every example). Labels for amortization want the opposite: noise independent
+across examples, which the network can average. A shared plan is made
+per-example here by relabelling the features of each example by its own
+uniform permutation: the plans' designs are symmetric in the features, and
+``phi(v o pi) = phi(v) o pi`` for any game, so each example's estimate stays
+unbiased while its coalitions (and its noise) differ from its neighbours'.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..attr.paired_kernel_shap import auto_plan
+from ..engine.coalition_game import CoalitionGame, MultipleOutputs
+from ..engine.plan import Plan
+from ..plans.draws import uniform
+from ..plans.exact import exact_shapley_plan
+from ..plans.paired_designs import filled_kernel_plan
+from ..plans.permutation_fill import filled_permutation_plan
+from ..plans.permutations import filled_orderings
+from ..plans.regression_adjusted import cubic_kernel_plan
+from ..plans.regression_mc import regression_mc_plan
+
+#: ``label_estimator=`` choices: the unbiased estimators of the engine, and the
+#: consistent (slightly biased) paired kernel fit for comparison
+LABEL_ESTIMATORS: tuple[str, ...] = ("permutation", "regression_mc", "kernel", "default")
+
+
+def minimum_evaluations(estimator: str, d: int) -> int:
+    """The fewest evaluations per example (endpoints included) ``estimator`` can spend."""
+    if estimator == "permutation":
+        return 2 * d  # one antithetic pair of orderings
+    return 2 * d + 2  # d complementary pairs pin the fit
+
+
+def label_plan(
+    estimator: str,
+    d: int,
+    evaluations: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+) -> Plan:
+    """A shared plan of ``estimator`` spending at most ``evaluations`` distinct rows per example.
+
+    Every coalition (exact Shapley) when the ``2^d`` fit the evaluations.
+    """
+    if d < evaluations.bit_length():  # 2^d <= evaluations
+        return exact_shapley_plan(d, device, method="AmortizedShapley")
+    if estimator == "permutation":
+        ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2, even=True)
+        return filled_permutation_plan(ranks, evaluations, generator, device)
+    pairs = (evaluations - 2) // 2
+    if estimator == "default":  # PairedKernelShap's own choice (biased: a shrunk posterior)
+        plan, _ = auto_plan(d, 2 * pairs, generator, device)
+        return plan if plan is not None else cubic_kernel_plan(d, pairs, generator, device)
+    if estimator == "regression_mc":
+        return regression_mc_plan(d, pairs, generator, device)
+    return filled_kernel_plan(d, pairs, generator, device)
+
+
+def relabelled_rows(coalitions: Tensor, order: Tensor) -> Tensor:
+    """``(N * M, d)`` rows: coalition ``m`` of a plan with example ``n``'s features relabelled.
+
+    ``order[n, j]`` is the feature that plan position ``j`` stands for in example
+    ``n``, so row ``(n, m)`` holds feature ``order[n, j]`` when the plan's
+    coalition ``m`` holds ``j``.
+    """
+    batch, d = order.shape
+    count = coalitions.shape[0]
+    rows = torch.empty(batch, count, d, dtype=torch.bool, device=order.device)
+    rows.scatter_(
+        2, order[:, None, :].expand(batch, count, d), coalitions[None].expand(batch, -1, -1)
+    )
+    return rows.reshape(batch * count, d)
+
+
+def every_output_values(game: CoalitionGame, example_index: Tensor, rows: Tensor) -> Tensor:
+    """``(R, K)`` values of rows for every output explained (K = 1 with a target).
+
+    Without a target, a model with several outputs per example has each
+    explained at once: the game is switched to its multi-output mode on the
+    first call (no model row is evaluated twice: the probe is replayed).
+    """
+    try:
+        return game.evaluate_rows(example_index, rows, every_output=True)
+    except MultipleOutputs as multiple:
+        game.outputs = int(torch.Size(multiple.shape).numel())
+        game.tape_position = 0
+        return game.evaluate_rows(example_index, rows, every_output=True)
+
+
+def sampled_labels(
+    game: CoalitionGame, estimator: str, evaluations: int, generator: torch.Generator | None
+) -> Tensor:
+    """``(N, d, K)`` float64 unbiased estimates of each example's Shapley values.
+
+    At most ``evaluations`` distinct model rows per example (counted in
+    ``game.evaluations``), each example's coalitions drawn afresh
+    (:func:`relabelled_rows`). Efficient: each example's values sum to
+    ``v(D) - v(empty)``.
+    """
+    d, batch, device = game.num_features, game.batch_size, game.device
+    plan = label_plan(estimator, d, evaluations, generator, device)
+    coalitions = plan.coalitions.dense().to(device)
+    order = uniform((batch, d), generator, device).argsort(dim=1)
+    rows = relabelled_rows(coalitions, order)
+    example_index = torch.arange(batch, device=device).repeat_interleave(coalitions.shape[0])
+    values = every_output_values(game, example_index, rows)  # (N * M, K)
+    values = values.reshape(batch, coalitions.shape[0], -1)
+    per_output = [plan.estimator(values[..., k]) for k in range(values.shape[-1])]
+    relabelled = torch.stack(per_output, dim=-1)  # (N, d, K) in plan positions
+    # position j of example n is feature order[n, j]
+    labels = torch.empty_like(relabelled)
+    labels.scatter_(1, order[..., None].expand_as(relabelled), relabelled)
+    return labels
+
+
+def exact_values(game: CoalitionGame) -> Tensor:
+    """``(N, d, K)`` exact Shapley values (``2^d`` rows per example; refuses d > 20)."""
+    d, batch, device = game.num_features, game.batch_size, game.device
+    plan = exact_shapley_plan(d, device, method="AmortizedShapley")
+    coalitions = plan.coalitions.dense().to(device)
+    rows = coalitions.repeat(batch, 1)
+    example_index = torch.arange(batch, device=device).repeat_interleave(coalitions.shape[0])
+    values = every_output_values(game, example_index, rows).reshape(batch, coalitions.shape[0], -1)
+    return torch.stack([plan.estimator(values[..., k]) for k in range(values.shape[-1])], dim=-1)
+
+
+def gaps(game: CoalitionGame, shared_empty: bool) -> Tensor:
+    """``(N, K)``: ``v(D) - v(empty)`` of each example, every output explained.
+
+    ``shared_empty``: the baseline and target are the same for every example,
+    so ``v(empty)`` is too and costs one row for the batch (``N + 1`` rows in
+    all), not one per example.
+    """
+    d, batch, device = game.num_features, game.batch_size, game.device
+    every = torch.arange(batch, device=device)
+    full = every_output_values(game, every, torch.ones(batch, d, dtype=torch.bool, device=device))
+    rows = every[:1] if shared_empty else every  # the restricted game's example 0 is example 0
+    source = game.restricted(rows, None) if shared_empty else game
+    empty = every_output_values(
+        source, rows, torch.zeros(len(rows), d, dtype=torch.bool, device=device)
+    )
+    if shared_empty:
+        game.evaluations[0] += 1
+    return full - empty

@@ -1,0 +1,244 @@
+"""Default explainer networks: inputs -> ``(N, d, outputs)`` raw per-feature values.
+
+Built from the kind of the training inputs (:func:`default_explainer`):
+
+* :class:`TabularMLP`: any float inputs, flattened and standardised (tabular
+  data, tuples of tensors, images without a coarser mask);
+* :class:`PatchCNN`: one float image ``(N, C, H, W)`` or ``(N, H, W)`` whose
+  feature mask groups pixels (patches, superpixels): convolutions at full
+  resolution, the feature map averaged over each feature's pixels, then an
+  MLP over every feature's vector, so each value sees the whole image;
+* :class:`TokenTransformer`: integer token ids ``(N, L)``: embeddings, a
+  small transformer encoder, positions averaged per feature.
+
+Each network's value for feature ``i`` is its output times a *gate* that is
+zero exactly when the feature equals the baseline (a feature at its baseline
+changes no coalition's value, so its Shapley value is 0): the signed
+standardised difference ``x_i - b_i`` for one-element features (for a
+linear model the value is then the gate times a constant), the root mean
+square of the differences for grouped features, whether any token differs
+for token ids. On the ReLU MLP of benchmarks/amortized.py (3,000 examples,
+the same permutation labels) the gate took the held-out error from 0.254
+to 0.225.
+
+Every network takes the tuple of input tensors and returns the values before
+the additive normalisation that makes them efficient (``training.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+#: hidden width of the default networks
+HIDDEN = 256
+#: channels of the default CNN (its convolutions run at full resolution: kept small)
+CHANNELS = 16
+#: width of the token transformer
+TOKEN_WIDTH = 64
+
+
+def feature_pooling(mask: Tensor, d: int) -> Tensor:
+    """``(d, E)`` float: row ``i`` averages the ``E`` mask elements of feature ``i``."""
+    flat = mask.reshape(-1)
+    onehot = torch.zeros(d, flat.numel(), dtype=torch.float32, device=mask.device)
+    onehot[flat, torch.arange(flat.numel(), device=mask.device)] = 1.0
+    return onehot / onehot.sum(dim=1, keepdim=True).clamp_min(1.0)
+
+
+def flatten(inputs: tuple[Tensor, ...] | list[Tensor]) -> Tensor:
+    """The inputs as one float ``(N, E)`` matrix."""
+    return torch.cat([t.reshape(t.shape[0], -1).float() for t in inputs], dim=1)
+
+
+def difference_gate(differences: Tensor, pooling: Tensor) -> Tensor:
+    """``(N, d)`` gates from ``(N, E)`` standardised differences from the baseline.
+
+    Signed when every feature is one element, else the root mean square over
+    each feature's elements.
+    """
+    ones = (pooling > 0).sum(dim=1)
+    if bool((ones == 1).all()):
+        return differences @ (pooling > 0).float().T
+    return (differences.pow(2) @ pooling.T).sqrt()
+
+
+class TabularMLP(nn.Module):
+    """Flattened, standardised inputs -> an MLP -> ``(N, d, outputs)``, gated per feature."""
+
+    pooling: Tensor
+    baseline: Tensor
+    shift: Tensor
+    scale: Tensor
+
+    def __init__(
+        self, mask: Tensor, baseline: Tensor, d: int, outputs: int, hidden: int = HIDDEN
+    ) -> None:
+        super().__init__()
+        self.config: dict[str, Any] = {"kind": "TabularMLP", "mask": mask.cpu()}
+        self.config.update(baseline=baseline.cpu(), d=d, outputs=outputs, hidden=hidden)
+        elements = mask.numel()
+        self.d, self.outputs = d, outputs
+        self.register_buffer("pooling", feature_pooling(mask.reshape(-1), d))
+        self.register_buffer("baseline", baseline.reshape(-1).float())
+        self.register_buffer("shift", torch.zeros(elements))
+        self.register_buffer("scale", torch.ones(elements))
+        self.body = nn.Sequential(
+            nn.Linear(elements, hidden), nn.GELU(),
+            nn.Linear(hidden, hidden), nn.GELU(),
+            nn.Linear(hidden, hidden), nn.GELU(),
+            nn.Linear(hidden, d * outputs),
+        )  # fmt: skip
+
+    def standardise(self, inputs: tuple[Tensor, ...]) -> None:
+        """Set the input shift and scale from training inputs."""
+        flat = flatten(inputs)
+        self.shift.copy_(flat.mean(dim=0))
+        self.scale.copy_(flat.std(dim=0).clamp_min(1e-6))
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        flat = flatten(inputs)
+        gate = difference_gate((flat - self.baseline) / self.scale, self.pooling)
+        raw = self.body((flat - self.shift) / self.scale).view(-1, self.d, self.outputs)
+        return raw * gate.unsqueeze(-1)
+
+
+class PatchCNN(nn.Module):
+    """Convolutions, the map averaged over each feature's pixels, an MLP over all features."""
+
+    pooling: Tensor
+    baseline: Tensor
+    shift: Tensor
+    scale: Tensor
+
+    def __init__(
+        self, channels_in: int, mask: Tensor, baseline: Tensor, d: int, outputs: int
+    ) -> None:
+        super().__init__()
+        self.config: dict[str, Any] = {"kind": "PatchCNN", "channels_in": channels_in}
+        self.config.update(mask=mask.cpu(), baseline=baseline.cpu(), d=d, outputs=outputs)
+        self.d, self.outputs = d, outputs
+        self.register_buffer("pooling", feature_pooling(mask, d))
+        self.register_buffer("baseline", baseline.float())
+        self.register_buffer("shift", torch.zeros(()))
+        self.register_buffer("scale", torch.ones(()))
+        width = CHANNELS
+        self.convolutions = nn.Sequential(
+            nn.Conv2d(channels_in, width, 3, padding=1), nn.GELU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.GELU(),
+        )  # fmt: skip
+        self.head = nn.Sequential(
+            nn.Linear(d * width, HIDDEN), nn.GELU(),
+            nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
+            nn.Linear(HIDDEN, d * outputs),
+        )  # fmt: skip
+
+    def standardise(self, inputs: tuple[Tensor, ...]) -> None:
+        """Set the pixel shift and scale from training images."""
+        self.shift.copy_(inputs[0].float().mean())
+        self.scale.copy_(inputs[0].float().std().clamp_min(1e-6))
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        image = inputs[0].float()
+        if image.dim() == 3:
+            image = image.unsqueeze(1)
+        differences = (image - self.baseline.reshape(1, -1, *image.shape[2:])) / self.scale
+        gate = (differences.pow(2).mean(dim=1).flatten(1) @ self.pooling.T).sqrt()  # (N, d)
+        maps = self.convolutions((image - self.shift) / self.scale).flatten(2)  # (N, C, H W)
+        per_feature = maps @ self.pooling.T  # (N, C, d)
+        raw = self.head(per_feature.flatten(1)).view(-1, self.d, self.outputs)
+        return raw * gate.unsqueeze(-1)
+
+
+class TokenTransformer(nn.Module):
+    """Token and position embeddings, a 2-layer encoder, positions averaged per feature."""
+
+    pooling: Tensor
+    baseline: Tensor
+
+    def __init__(
+        self, vocabulary: int, mask: Tensor, baseline: Tensor, d: int, outputs: int
+    ) -> None:
+        super().__init__()
+        self.config: dict[str, Any] = {"kind": "TokenTransformer", "vocabulary": vocabulary}
+        self.config.update(mask=mask.cpu(), baseline=baseline.cpu(), d=d, outputs=outputs)
+        self.d, self.outputs, self.vocabulary = d, outputs, vocabulary
+        width = TOKEN_WIDTH
+        self.register_buffer("pooling", feature_pooling(mask, d))
+        self.register_buffer("baseline", baseline.reshape(-1).long())
+        self.tokens = nn.Embedding(vocabulary, width)
+        self.positions = nn.Parameter(torch.zeros(mask.shape[-1], width))
+        layer = nn.TransformerEncoderLayer(width, 4, width * 4, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(width, outputs)
+
+    def standardise(self, inputs: tuple[Tensor, ...]) -> None:
+        """Nothing to standardise for token ids."""
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        ids = inputs[0].long()
+        changed = torch.ne(ids, self.baseline).float() @ self.pooling.T
+        gate = torch.gt(changed, 0).float()  # (N, d): any token of the feature differs
+        hidden = self.encoder(self.tokens(ids) + self.positions)  # (N, L, C)
+        per_feature = self.pooling @ hidden  # (N, d, C)
+        return self.head(per_feature) * gate.unsqueeze(-1)
+
+
+def default_explainer(
+    inputs: tuple[Tensor, ...],
+    masks: tuple[Tensor, ...],
+    baselines: tuple[Tensor, ...],
+    d: int,
+    outputs: int,
+) -> nn.Module:
+    """The default network for training inputs of this kind (see the module's notes).
+
+    ``masks`` are the fit's shared feature masks ``(1, *S)``, ``baselines``
+    its shared baselines ``(1, 1, *S)``, one per input.
+    """
+    first = inputs[0]
+    shapes = [t.shape[1:] for t in inputs]
+    mask = [m[0].expand(s) for m, s in zip(masks, shapes)]
+    baseline = [b[0, 0].expand(s).to(t.dtype) for b, s, t in zip(baselines, shapes, inputs)]
+    if len(inputs) == 1 and not first.is_floating_point() and first.dim() == 2:
+        vocabulary = max(int(first.max()), int(baseline[0].max())) + 1
+        return TokenTransformer(vocabulary, mask[0], baseline[0], d, outputs)
+    elements = sum(t[0].numel() for t in inputs)
+    if len(inputs) == 1 and first.is_floating_point() and first.dim() in (3, 4) and d < elements:
+        image_mask = mask[0] if first.dim() == 3 else mask[0][0]
+        # channels grouped as one feature (the mask the same in every channel)
+        if first.dim() == 3 or bool((mask[0] == image_mask).all()):
+            channels = first.shape[1] if first.dim() == 4 else 1
+            return PatchCNN(channels, image_mask, baseline[0], d, outputs)
+    flat_mask = torch.cat([m.reshape(-1) for m in mask])
+    return TabularMLP(flat_mask, flatten([b[None] for b in baseline])[0], d, outputs)
+
+
+#: the default networks by name (:func:`build_network`)
+NETWORKS: dict[str, type[nn.Module]] = {
+    "TabularMLP": TabularMLP,
+    "PatchCNN": PatchCNN,
+    "TokenTransformer": TokenTransformer,
+}
+
+
+def network_config(network: nn.Module) -> dict[str, Any]:
+    """How to rebuild ``network``: a default network's arguments, or ``{"kind": "custom"}``."""
+    config = getattr(network, "config", None)
+    if isinstance(config, dict) and config.get("kind") in NETWORKS:
+        return dict(config)
+    return {"kind": "custom"}
+
+
+def build_network(config: dict[str, Any]) -> nn.Module:
+    """A default network from :func:`network_config` (untrained)."""
+    kind = config.get("kind")
+    if kind not in NETWORKS:
+        raise ValueError(
+            "the state holds a custom explainer network: pass one of the same architecture "
+            "as AmortizedShapley(model, explainer=...) before load_state_dict."
+        )
+    arguments = {k: v for k, v in config.items() if k != "kind"}
+    return NETWORKS[kind](**arguments)

@@ -1,0 +1,181 @@
+"""The explainer's training loop: mean squared error to noisy unbiased labels.
+
+The network's raw values are made efficient by the additive normalisation
+``phi_i = raw_i + (gap - sum_j raw_j) / d`` (``gap = v(D) - v(empty)``, per
+example and output), inside the loss as at prediction (FastSHAP's
+normalisation), so the network never spends capacity on the sum.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+#: the default number of optimiser steps a fit aims for (``epochs=None``)
+DEFAULT_STEPS = 6000
+#: examples per optimiser step
+BATCH_SIZE = 128
+#: Adam's learning rate, decayed by a cosine to zero
+LEARNING_RATE = 1e-3
+#: evaluations of the held-out loss over the fit (for the best state kept)
+CHECKPOINTS = 40
+
+
+def normalised(raw: Tensor, gap: Tensor) -> Tensor:
+    """``(N, d, K)`` values summing over features to ``gap`` ``(N, K)`` exactly."""
+    d = raw.shape[1]
+    return raw + ((gap - raw.sum(dim=1)) / d).unsqueeze(1)
+
+
+@dataclass
+class TrainingData:
+    """Inputs, labels ``(N, d, K)`` and gaps ``(N, K)`` of one split."""
+
+    inputs: tuple[Tensor, ...]
+    labels: Tensor
+    gaps: Tensor
+    #: ``(N,)`` the network output each example's labels are of (per-example
+    #: targets), or None: the labels' K columns are the network's
+    columns: Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+    def rows(self, index: Tensor) -> TrainingData:
+        columns = None if self.columns is None else self.columns[index]
+        return TrainingData(
+            tuple(t[index] for t in self.inputs), self.labels[index], self.gaps[index], columns
+        )
+
+
+def network_values(network: nn.Module, inputs: tuple[Tensor, ...], d: int) -> Tensor:
+    """The network's raw ``(N, d, outputs)`` values (a ValueError for another shape)."""
+    raw = network(*inputs)
+    if not isinstance(raw, Tensor):
+        raise TypeError(f"the explainer network must return a tensor, got {type(raw).__name__}.")
+    if raw.dim() == 2:
+        raw = raw.unsqueeze(-1)
+    batch = inputs[0].shape[0]
+    if raw.dim() != 3 or raw.shape[:2] != (batch, d):
+        raise ValueError(
+            f"the explainer network returned shape {tuple(raw.shape)} for {batch} examples; "
+            f"it must return (N, d) or (N, d, outputs) with d = {d} features."
+        )
+    return raw
+
+
+def selected(raw: Tensor, columns: Tensor | None) -> Tensor:
+    """The raw values of each example's column (per-example targets), or all of them."""
+    if columns is None:
+        return raw
+    return raw.gather(2, columns[:, None, None].expand(-1, raw.shape[1], 1))
+
+
+class AdamW:
+    """Adam with decoupled weight decay, a few tensor operations per parameter.
+
+    Not ``torch.optim.AdamW``: constructing a ``torch.optim`` optimiser
+    imports ``torch._dynamo`` on first use, 6-15 s on a busy CPU, more than a
+    small fit's whole training.
+    """
+
+    def __init__(self, parameters: list[nn.Parameter], weight_decay: float = 1e-4) -> None:
+        self.parameters = [p for p in parameters if p.requires_grad]
+        self.first = [torch.zeros_like(p) for p in self.parameters]
+        self.second = [torch.zeros_like(p) for p in self.parameters]
+        self.weight_decay, self.steps = weight_decay, 0
+
+    def zero_grad(self) -> None:
+        for parameter in self.parameters:
+            parameter.grad = None
+
+    @torch.no_grad()
+    def step(self, learning_rate: float, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.steps += 1
+        first_bias = 1 - betas[0] ** self.steps
+        second_bias = 1 - betas[1] ** self.steps
+        for parameter, first, second in zip(self.parameters, self.first, self.second):
+            if parameter.grad is None:
+                continue
+            grad = parameter.grad
+            first.mul_(betas[0]).add_(grad, alpha=1 - betas[0])
+            second.mul_(betas[1]).addcmul_(grad, grad, value=1 - betas[1])
+            denominator = (second / second_bias).sqrt_().add_(1e-8)
+            parameter.mul_(1 - learning_rate * self.weight_decay)
+            parameter.addcdiv_(first, denominator, value=-learning_rate / first_bias)
+
+
+def default_epochs(examples: int) -> int:
+    """Epochs giving about :data:`DEFAULT_STEPS` steps (at least 20, at most 2,000)."""
+    steps_per_epoch = max(1, math.ceil(examples / BATCH_SIZE))
+    return min(2000, max(20, DEFAULT_STEPS // steps_per_epoch))
+
+
+def predict(network: nn.Module, data: TrainingData, scale: float) -> Tensor:
+    """Normalised values ``(N, d, K)`` in the labels' units, in chunks, without gradients."""
+    out = []
+    d = data.labels.shape[1]
+    with torch.no_grad():
+        for start in range(0, len(data), 1024):
+            part = data.rows(torch.arange(start, min(start + 1024, len(data))))
+            raw = selected(network_values(network, part.inputs, d), part.columns)
+            out.append(normalised(raw.to(part.gaps.dtype) * scale, part.gaps))
+    return torch.cat(out)
+
+
+def mean_squared_error(network: nn.Module, data: TrainingData, scale: float) -> float:
+    """Held-out mean squared error to the labels."""
+    return float(((predict(network, data, scale) - data.labels) ** 2).mean())
+
+
+def train(
+    network: nn.Module,
+    train_data: TrainingData,
+    held_out: TrainingData,
+    epochs: int,
+    generator: torch.Generator,
+    show_progress: bool,
+) -> tuple[float, list[float]]:
+    """Fit ``network`` in place; returns the label scale and the held-out losses.
+
+    Labels are divided by one scale (their root mean square) so the default
+    learning rate suits any model's units. The state with the smallest
+    held-out loss, checked :data:`CHECKPOINTS` times, is the one kept.
+    """
+    scale = float(train_data.labels.pow(2).mean().sqrt().clamp_min(1e-12))
+    d = train_data.labels.shape[1]
+    optimiser = AdamW(list(network.parameters()))
+    steps_per_epoch = max(1, math.ceil(len(train_data) / BATCH_SIZE))
+    total = epochs * steps_per_epoch
+    check_every = max(1, epochs // CHECKPOINTS)
+    best, best_state, history = math.inf, copy.deepcopy(network.state_dict()), []
+    epoch_range = range(epochs)
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        epoch_range = tqdm(epoch_range, desc="AmortizedShapley training")
+    for epoch in epoch_range:
+        network.train()
+        order = torch.randperm(len(train_data), generator=generator).to(train_data.gaps.device)
+        for start in range(0, len(train_data), BATCH_SIZE):
+            batch = train_data.rows(order[start : start + BATCH_SIZE])
+            raw = selected(network_values(network, batch.inputs, d), batch.columns)
+            phi = normalised(raw.double(), batch.gaps / scale)
+            loss = ((phi - batch.labels / scale) ** 2).mean()
+            optimiser.zero_grad()
+            loss.backward()
+            # a cosine decay of the learning rate to zero over the fit
+            progress = min(optimiser.steps, total) / total
+            optimiser.step(LEARNING_RATE * 0.5 * (1 + math.cos(math.pi * progress)))
+        if (epoch + 1) % check_every == 0 or epoch + 1 == epochs:
+            network.eval()
+            history.append(mean_squared_error(network, held_out, scale))
+            if history[-1] < best:
+                best, best_state = history[-1], copy.deepcopy(network.state_dict())
+    network.load_state_dict(best_state)
+    network.eval()
+    return scale, history

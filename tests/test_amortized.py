@@ -1,0 +1,310 @@
+"""AmortizedShapley: efficiency, shapes, refusals before model calls, save/load, labels."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from captum_graphshap import AmortizedShapley, ExactShapley
+from captum_graphshap.amortized import NotFittedError
+from captum_graphshap.amortized.labels import exact_values, sampled_labels
+from captum_graphshap.engine.coalition_game import prepare_game
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Training many small steps on a shared CPU: two threads per step thrash (10x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Counting(nn.Module):
+    """Counts the rows the model sees."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model, self.rows = model, 0
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        self.rows += inputs[0].shape[0]
+        return self.model(*inputs)
+
+
+def small_mlp(d: int = 5, outputs: int = 2, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, outputs)).eval()
+
+
+def data(count: int, d: int = 5, seed: int = 0) -> torch.Tensor:
+    return torch.randn(count, d, generator=torch.Generator().manual_seed(seed))
+
+
+def fitted(model: nn.Module, x: torch.Tensor, **options) -> AmortizedShapley:
+    explainer = AmortizedShapley(model, feature_mask=options.pop("feature_mask", None))
+    options = {"baselines": 0.0, "target": 0, "budget": 12, "epochs": 3, **options}
+    explainer.fit(x, generator=torch.Generator().manual_seed(0), **options)
+    return explainer
+
+
+@pytest.fixture(scope="module")
+def mlp_explainer() -> tuple[nn.Module, AmortizedShapley]:
+    model = small_mlp()
+    return model, fitted(model, data(120))
+
+
+def test_sums_match_the_output_gap_exactly(mlp_explainer):
+    model, explainer = mlp_explainer
+    x = data(7, seed=3)
+    phi = explainer.attribute(x)
+    with torch.no_grad():
+        gap = model(x)[:, 0] - model(torch.zeros(1, 5))[:, 0]
+    assert phi.shape == x.shape
+    torch.testing.assert_close(phi.sum(dim=1), gap, atol=1e-5, rtol=0)
+
+
+def test_intervals_and_spot_checks_come_as_named_fields(mlp_explainer):
+    _, explainer = mlp_explainer
+    x = data(6, seed=4)
+    result = explainer.attribute(x, return_uncertainty=True, spot_check=10)
+    assert result._fields == ("attributions", "lower", "upper", "spot_estimate", "flagged")
+    phi, lower, upper = result.attributions, result.lower, result.upper
+    assert bool((lower <= phi).all() and (phi <= upper).all())
+    assert result.flagged.shape == (6,) and result.flagged.dtype == torch.bool
+    # the spot estimate is an efficient Shapley estimate of the same examples
+    torch.testing.assert_close(result.spot_estimate.sum(1), phi.sum(1), atol=1e-5, rtol=0)
+
+
+def test_an_input_far_off_the_training_data_is_flagged():
+    # a model whose interactions grow with the input: far inputs are explained badly
+    model = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 1)).eval()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        model[0].weight.normal_()
+    explainer = fitted(model, 0.1 * data(200, 4), budget=16, epochs=10)
+    far = 50 * data(10, 4, seed=9)
+    flagged = explainer.attribute(far, spot_check=32, generator=torch.Generator().manual_seed(0))
+    assert int(flagged.flagged.sum()) >= 5
+
+
+def test_tuple_inputs_and_feature_masks_keep_captum_shapes():
+    torch.manual_seed(0)
+    weights = torch.randn(4, 3)
+
+    def model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(a @ weights[:2] + b.sum(-1) @ weights[2:]) * 2
+
+    a, b = data(80, 2), data(80, 6, seed=1).view(80, 2, 3)
+    masks = (torch.tensor([[0, 1]]), torch.tensor([[[2, 2, 2], [3, 3, 3]]]))
+    explainer = AmortizedShapley(model, feature_mask=masks)
+    explainer.fit((a, b), baselines=(0.0, 0.0), target=1, budget=16, epochs=2)
+    phi = explainer.attribute((a[:5], b[:5]), baselines=(0.0, 0.0), target=1)
+    assert isinstance(phi, tuple) and phi[0].shape == (5, 2) and phi[1].shape == (5, 2, 3)
+    # one value per feature, repeated over its elements
+    assert torch.equal(phi[1][:, :, :1].expand(-1, -1, 3), phi[1])
+    with torch.no_grad():
+        gap = model(a[:5], b[:5])[:, 1] - model(torch.zeros(1, 2), torch.zeros(1, 2, 3))[:, 1]
+    total = phi[0].sum(1) + phi[1][:, :, 0].sum(1)
+    torch.testing.assert_close(total, gap, atol=1e-5, rtol=0)
+
+
+def test_images_with_a_patch_mask_get_the_image_shape():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3)
+    ).eval()
+    images = torch.rand(60, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    rows = torch.arange(8) // 4
+    mask = (rows[:, None] * 2 + rows[None, :])[None, None]
+    explainer = AmortizedShapley(model, feature_mask=mask)
+    explainer.fit(images, baselines=0.0, target=2, budget=12, epochs=2)
+    assert type(explainer.explainer).__name__ == "PatchCNN"
+    phi = explainer.attribute(images[:3], target=2)
+    assert phi.shape == (3, 1, 8, 8)
+
+
+def test_every_output_at_once_without_a_target():
+    model = small_mlp(outputs=3)
+    x = data(100)
+    explainer = AmortizedShapley(model)
+    explainer.fit(x, baselines=0.0, budget=12, epochs=2)
+    phi = explainer.attribute(x[:4])
+    assert phi.shape == (4, 3, 5)  # Captum's multi-output layout: (N, outputs, *input)
+    with torch.no_grad():
+        gap = model(x[:4]) - model(torch.zeros(1, 5))
+    torch.testing.assert_close(phi.sum(-1), gap, atol=1e-5, rtol=0)
+    torch.testing.assert_close(explainer.attribute(x[:4], target=2), phi[:, 2], atol=1e-6, rtol=0)
+
+
+def test_per_example_targets_read_each_examples_column():
+    model = small_mlp(outputs=3)
+    x = data(100)
+    target = torch.arange(100) % 3
+    explainer = AmortizedShapley(model)
+    explainer.fit(x, baselines=0.0, target=target, budget=12, epochs=2)
+    phi = explainer.attribute(x[:6], target=target[:6])
+    with torch.no_grad():
+        gap = (model(x[:6]) - model(torch.zeros(1, 5))).gather(1, target[:6, None])[:, 0]
+    torch.testing.assert_close(phi.sum(1), gap, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="target is required"):
+        explainer.attribute(x[:2])
+
+
+def test_refusals_come_before_any_model_call():
+    model = Counting(small_mlp())
+    explainer = AmortizedShapley(model)
+    x = data(60)
+    with pytest.raises(NotFittedError, match="call fit"):
+        explainer.attribute(x)
+    with pytest.raises(ValueError, match="budget"):
+        explainer.fit(x, baselines=0.0, target=0, budget=4)
+    with pytest.raises(ValueError, match="label_estimator"):
+        explainer.fit(x, baselines=0.0, target=0, label_estimator="posterior")
+    with pytest.raises(TypeError, match="train"):
+        explainer.fit("data", baselines=0.0, target=0)
+    with pytest.raises(ValueError, match="at least 40"):
+        explainer.fit(x[:10], baselines=0.0, target=0)
+    assert model.rows == 0
+    explainer.fit(x, baselines=0.0, target=0, budget=12, epochs=1)
+    model.rows = 0
+    with pytest.raises(ValueError, match="per-example shapes"):
+        explainer.attribute(data(3, d=6))
+    with pytest.raises(ValueError, match="feature_mask"):
+        explainer.attribute(x[:3], feature_mask=torch.tensor([[0, 0, 1, 1, 2]]))
+    with pytest.raises(ValueError, match="target"):
+        explainer.attribute(x[:3], target=1)
+    with pytest.raises(ValueError, match="baselines"):
+        explainer.attribute(x[:3], baselines=1.0)
+    with pytest.raises(TypeError, match="additional_forward_args"):
+        explainer.attribute(x[:3], additional_forward_args=(1,))
+    with pytest.raises(ValueError, match="spot_check"):
+        explainer.attribute(x[:3], spot_check=2)
+    assert model.rows == 0
+
+
+def test_a_custom_explainer_of_the_wrong_shape_is_refused_before_model_calls():
+    model = Counting(small_mlp())
+    explainer = AmortizedShapley(model, explainer=nn.Linear(5, 7))
+    with pytest.raises(ValueError, match=r"\(N, d\)"):
+        explainer.fit(data(60), baselines=0.0, target=0, budget=12)
+    assert model.rows == 0
+    with pytest.raises(TypeError, match="explainer"):
+        AmortizedShapley(model, explainer="mlp")  # type: ignore[arg-type]
+
+
+def test_state_dict_round_trip_gives_identical_outputs(mlp_explainer):
+    model, explainer = mlp_explainer
+    state = explainer.state_dict()
+    loaded = AmortizedShapley(model)
+    loaded.load_state_dict(state)
+    x = data(5, seed=8)
+    assert torch.equal(loaded.attribute(x), explainer.attribute(x))
+    first = explainer.attribute(x, return_uncertainty=True)
+    second = loaded.attribute(x, return_uncertainty=True)
+    assert torch.equal(first.lower, second.lower) and torch.equal(first.upper, second.upper)
+    assert loaded.report == explainer.report
+
+
+def test_the_same_generator_gives_the_same_explainer():
+    model = small_mlp()
+    x = data(100)
+    first, second = fitted(model, x), fitted(model, x)
+    assert first.report == second.report
+    assert torch.equal(first.attribute(x[:4]), second.attribute(x[:4]))
+
+
+def test_a_linear_model_is_learnt_near_exactly():
+    # Shapley values of a linear model: w_i (x_i - b_i); the gated network
+    # needs one constant per feature, from noisy labels
+    torch.manual_seed(0)
+    model = nn.Linear(6, 1).eval()
+    x = data(400, d=6)
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(
+        x, baselines=0.0, target=0, budget=16, epochs=150, label_estimator="permutation",
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    test = data(50, d=6, seed=5)
+    exact = ExactShapley(model).attribute(test, baselines=0.0, target=0)
+    phi = explainer.attribute(test)
+    relative = ((phi - exact).norm(dim=1) / exact.norm(dim=1)).mean()
+    # permutation labels of a linear game are exact too: this bounds the fit's own error
+    assert float(relative) < 0.05
+    assert report.exact_error is not None and report.exact_error < 0.05
+    assert report.coverage is not None and report.coverage >= 0.8
+
+
+def test_a_game_with_interactions_is_learnt_better_than_its_labels():
+    # pairwise products: the labels are noisy, the explainer averages them
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return x[:, 0] * x[:, 1] + x[:, 2] * x[:, 3] - x[:, 4] * x[:, 5] * x[:, 0]
+
+    x = data(600, d=6)
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(
+        x, baselines=0.0, budget=12, epochs=40, label_estimator="permutation",
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert report.exact_error is not None and report.label_exact_error is not None
+    assert report.exact_error < 0.9 * report.label_exact_error
+
+
+@pytest.mark.parametrize("estimator", ["permutation"])
+def test_labels_are_unbiased(estimator):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1)).eval()
+    x = data(3, d=6)
+    exact = exact_values(prepare_game(model, x, 0.0, 0)[0])
+    # 400 copies of each example in one call: each copy's coalitions are drawn afresh
+    copies = x.repeat_interleave(400, dim=0)
+    game, _ = prepare_game(model, copies, 0.0, 0)
+    draws = sampled_labels(game, estimator, 16, torch.Generator().manual_seed(0))
+    draws = draws.view(3, 400, 6, 1).transpose(0, 1)
+    mean, spread = draws.mean(0), draws.std(0) / 400**0.5
+    # within 4.5 standard errors of the exact value, for each value
+    assert bool(((mean - exact).abs() <= 4.5 * spread + 1e-9).all())
+    # and the draws really are noisy (not exact by construction)
+    assert float(spread.max()) > 1e-4
+
+
+def test_labels_differ_per_example_and_spend_the_budget():
+    model = small_mlp()
+    x = data(1, d=5).expand(4, -1).contiguous()  # four copies of one example
+    game, _ = prepare_game(model, x, 0.0, 0)
+    labels = sampled_labels(game, "permutation", 14, torch.Generator().manual_seed(0))
+    assert int(game.evaluations.max()) <= 14
+    # fresh coalitions per example: the copies' estimates differ
+    assert not torch.allclose(labels[0], labels[1])
+
+
+def test_a_dataloader_and_a_validation_set_are_taken():
+    model = small_mlp()
+    x = data(90)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x[:60]), batch_size=16)
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(loader, baselines=0.0, target=0, budget=12, epochs=1, validation=x[60:])
+    assert (report.examples, report.held_out) == (60, 30)
+    assert report.evaluations <= 12 * 90 + 1  # the labels' budget, and one output probe
+    assert explainer.attribute(x[:2]).shape == (2, 5)
+
+
+def test_token_ids_get_the_transformer_and_efficient_values():
+    torch.manual_seed(0)
+    embedding = nn.EmbeddingBag(20, 1, mode="sum")
+
+    def model(ids: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(embedding(ids))
+
+    ids = torch.randint(1, 20, (80, 6), generator=torch.Generator().manual_seed(0))
+    explainer = AmortizedShapley(model)
+    explainer.fit(ids, baselines=0, target=0, budget=16, epochs=1)
+    assert type(explainer.explainer).__name__ == "TokenTransformer"
+    phi = explainer.attribute(ids[:3], baselines=0, target=0)
+    with torch.no_grad():
+        gap = model(ids[:3])[:, 0] - model(torch.zeros(1, 6, dtype=torch.long))[:, 0]
+    assert phi.shape == (3, 6) and phi.is_floating_point()
+    torch.testing.assert_close(phi.sum(1).double(), gap.double(), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="vocabulary"):
+        explainer.attribute(torch.full((1, 6), 25), baselines=0, target=0)
