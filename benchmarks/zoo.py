@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _zoo_peers_worker import read_array, send_array
 from estimators import FeatureGame, ours
 
+import captum_graphshap.attr.paired_kernel_shap as auto_rule
 from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
@@ -368,12 +369,16 @@ def reference(
     for game in games:
         with torch.no_grad():
             if d <= args.exact_max:
-                values.append(ExactShapley(game).attribute(one, torch.zeros_like(one))[0].double())
+                values.append(
+                    ExactShapley(game)
+                    .attribute(one, torch.zeros_like(one), show_progress=False)[0]
+                    .double()
+                )
                 continue
             runs = [
                 ShapleySampling(game).attribute(
                     one, torch.zeros_like(one), budget=args.reference_budget,
-                    generator=torch.Generator().manual_seed(seed + k),
+                    generator=torch.Generator().manual_seed(seed + k), show_progress=False,
                 )[0].double()
                 for k in (1, 2)
             ]  # fmt: skip
@@ -389,7 +394,34 @@ def relative_l1(estimate: Tensor, truth: Tensor) -> float:
 # ------------------------------------------------------------------ methods
 
 
-def our_methods(d: int) -> dict[str, Callable]:
+#: ``--candidates``: variants of the default's rule, measured beside it (module
+#: attributes set for the call only) and reported as a default of their own
+CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
+    # the rule before this zoo: above 16 features the process factorised on the
+    # pairs of 20 d evaluations only, adjusted over the rest
+    "before: 20 d pairs above 16 features": {
+        (auto_rule, "auto_fit_pairs"): lambda d: 512 if d <= 16 else (20 * d - 3) // 2,
+    },
+}
+
+
+def with_constants(method: Callable, constants: dict[tuple[object, str], object]) -> Callable:
+    """``method`` run with module constants set, restored after."""
+
+    def run(*args: object) -> Tensor:
+        saved = {key: getattr(*key) for key in constants}
+        try:
+            for (module, name), value in constants.items():
+                setattr(module, name, value)
+            return method(*args)
+        finally:
+            for (module, name), value in saved.items():
+                setattr(module, name, value)
+
+    return run
+
+
+def our_methods(d: int, candidates: list[str]) -> dict[str, Callable]:
     methods = {
         DEFAULT: ours(PairedKernelShap),
         "antithetic ShapleySampling": ours(ShapleySampling),
@@ -398,6 +430,8 @@ def our_methods(d: int) -> dict[str, Callable]:
     for option in OURS_OPTIONS:
         if option != "walsh_gp" or d <= 32:
             methods[option] = ours(PairedKernelShap, estimator=option)
+    for name in candidates:
+        methods[name] = with_constants(ours(PairedKernelShap), CANDIDATES[name])
     return methods
 
 
@@ -448,7 +482,7 @@ def measure_model(spec: Spec, args: argparse.Namespace, peers: Peers | None, see
         for s in range(args.seeds):
             for e, game in enumerate(games):
                 run_seed = seed + 7919 * s + e
-                for name, method in our_methods(d).items():
+                for name, method in our_methods(d, args.candidates).items():
                     try:
                         phi = method(game, d, budget, run_seed)
                         errors.setdefault(name, []).append(relative_l1(phi, truth[e]))
@@ -474,15 +508,18 @@ def _best(errors: dict[str, float], names: tuple[str, ...] | list[str]) -> tuple
     return name, finite[name]
 
 
-def cell_rows(results: list[dict]) -> list[dict]:
-    """One row per (model, budget): the default, our best, the best peer and the ratios."""
+def cell_rows(results: list[dict], default_name: str = DEFAULT) -> list[dict]:
+    """One row per (model, budget): the default (or a candidate in its place), our best
+    (the shipped options and that default), the best peer and the ratios."""
     rows = []
     for result in results:
         for budget, errors in result["cells"].items():
-            ours_names = [n for n in errors if n not in PEERS]
+            ours_names = [
+                n for n in errors if n not in PEERS and (n == default_name or n not in CANDIDATES)
+            ]
             best_ours, ours_error = _best(errors, ours_names)
             best_peer, peer_error = _best(errors, PEERS)
-            default = errors[DEFAULT]
+            default = errors[default_name]
             rows.append({
                 "model": result["name"], "family": result["spec"]["family"],
                 "d": result["spec"]["d"], "budget": int(budget), "noise": result["noise"],
@@ -543,10 +580,13 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
-def report(results: list[dict], header: list[str]) -> str:
+def report(results: list[dict], header: list[str], candidates: list[str]) -> str:
     """The markdown report: the distribution, the counterexamples, every cell."""
     rows = cell_rows(results)
     lines = [*header, "", "### Distribution over the zoo's cells", "", *summary(rows), ""]
+    for name in candidates:
+        lines += [f"With `{name}` in the default's place:", ""]
+        lines += [*summary(cell_rows(results, name)), ""]
     lines.append(f"Best of ours per cell: {winners(rows, 'best_ours')}.")
     lines.append(f"Best peer per cell: {winners(rows, 'best_peer')}.")
     lines += ["", "### Counterexamples", "", "The default at or above the best peer:", ""]
@@ -555,6 +595,39 @@ def report(results: list[dict], header: list[str]) -> str:
     lines += table([r for r in rows if r["vs_ours"] > 1.1])
     lines += ["", "### Every cell", "", *table(rows)]
     return "\n".join(lines) + "\n"
+
+
+class CheapGame(nn.Module):
+    """``sum_i z_i + sum_i z_i z_{i+1}``: the model costs next to nothing, so the
+    time is the estimator's own (the worker's ``TIME`` game is the same)."""
+
+    def forward(self, z: Tensor) -> Tensor:
+        return z.sum(1) + (z[:, 1:] * z[:, :-1]).sum(1)
+
+
+def wall_times(peers: Peers, rounds: int = 3) -> list[str]:
+    """The default's wall time against kADDSHAP's on :class:`CheapGame`, medians of
+    ``rounds`` rounds that alternate the two (this host's speed drifts)."""
+    lines = [
+        "| d | budget | default (s) | kADDSHAP (s) | default / kADDSHAP |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for d in (16, 32, 64):
+        for budget in sorted({4 * d, 256, 1024}):
+            ours_times, peer_times = [], []
+            for seed in range(rounds):
+                one = torch.ones(1, d)
+                start = time.perf_counter()
+                PairedKernelShap(CheapGame()).attribute(
+                    one, torch.zeros_like(one), budget=budget,
+                    generator=torch.Generator().manual_seed(seed),
+                )  # fmt: skip
+                ours_times.append(time.perf_counter() - start)
+                peer_times.append(peers.time("kADDSHAP", d, budget, 1))
+            mine, theirs = statistics.median(ours_times), statistics.median(peer_times)
+            lines.append(f"| {d} | {budget} | {mine:.3f} | {theirs:.3f} | {mine / theirs:.2f} |")
+            print(lines[-1], flush=True)
+    return lines
 
 
 def main() -> None:
@@ -569,6 +642,15 @@ def main() -> None:
     parser.add_argument("--reference-budget", type=int, default=200_000)
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument(
+        "--candidates",
+        type=lambda text: [n for n in text.split(",") if n],
+        default=[],
+        help=f"comma-separated variants of the default to measure beside it: {list(CANDIDATES)}",
+    )
+    parser.add_argument(
+        "--wall", action="store_true", help="only the wall time of the default against kADDSHAP"
+    )
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -585,6 +667,12 @@ def main() -> None:
     print(f"master seed {master} (replay: {command})", flush=True)
     python = os.environ.get("GRAPHSHAP_PY312", "/tmp/py312/bin/python")
     peers = None if args.no_peers else Peers(python)
+    if args.wall and peers:
+        text = "\n".join(["## Wall time on a cheap game", "", *wall_times(peers)]) + "\n"
+        peers.close()
+        if args.markdown:
+            Path(args.markdown).write_text(text)
+        return
     results = []
     start = time.perf_counter()
     for spec in specs:
@@ -607,7 +695,7 @@ def main() -> None:
     ]  # fmt: skip
     if peers:
         peers.close()
-    text = report(results, header)
+    text = report(results, header, args.candidates)
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
