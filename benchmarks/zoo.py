@@ -119,9 +119,10 @@ def draw_specs(master: int, counts: dict[str, int]) -> list[Spec]:
                     family=family,
                     d=int(rng.choice(dims)),
                     activation=act,
+                    # (the draw kept for cnn2d, which has no LayerNorm, so seeds replay)
                     layer_norm=bool(index % 8 >= 4)
                     if family == "mlp"
-                    else bool(rng.random() < 0.3),
+                    else bool(rng.random() < 0.3) and family != "cnn2d",
                     trained=bool(index % 2 == 0) if family != "cnn2d" else bool(rng.random() < 0.6),
                     seed=int(rng.integers(2**31)),
                 )
