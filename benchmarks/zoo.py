@@ -54,6 +54,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -662,7 +663,7 @@ def main() -> None:
         args.explicands, args.reference_budget = 1, min(args.reference_budget, 40_000)
     families = args.families.split(",")
     specs = [s for s in draw_specs(master, counts) if s.family in families]
-    command = " ".join(["python benchmarks/zoo.py", *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/zoo.py", *sys.argv[1:]])
     if args.seed is None:
         command += f" --seed {master}"
     print(f"master seed {master} (replay: {command})", flush=True)
