@@ -469,7 +469,8 @@ def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
     assert auto_plan(16, 8 * pairs, g, cpu)[1] == "walsh_gp"
     # above, up to AUTO_ADJUSTED_MAX_PAIRS pairs
     assert walsh_gp.AUTO_WALSH_GP_FEATURES < 24 <= walsh_gp.MAX_FEATURES
-    assert auto_plan(24, 24 * walsh_gp.AUTO_WALSH_GP_BELOW, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(24, 24 * 20, g, cpu)[1] == "walsh_gp"
+    assert walsh_gp.auto_fit_pairs(24) == walsh_gp.auto_fit_pairs(16) == pairs
     most = walsh_gp.AUTO_ADJUSTED_MAX_PAIRS
     assert auto_plan(24, 2 * most, g, cpu)[1] == "walsh_gp"
     assert auto_plan(24, 2 * most + 2, g, cpu)[1] == "cubic"

@@ -45,8 +45,7 @@ class PairedKernelShapOptions(Options):
             (``budget``, or ``n_samples + 2``): every coalition and exact
             Shapley when they cover the ``2^d`` coalitions; up to 32
             features ``"walsh_gp"`` from ``d`` pairs on, factorised on at
-            most 512 pairs (``d <= 16``) or the pairs of ``20 d``
-            evaluations (above) and adjusted over the others, so more
+            most 512 pairs and adjusted over the others, so more
             budget never hands over to a worse estimator (see
             :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`); above
             32 features antithetic permutations below ``6 d`` evaluations
