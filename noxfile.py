@@ -29,8 +29,8 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 #: The pinned pair of the README and CI.
 TORCH_PINNED = ("torch==2.14.1", "torchvision==0.29.1")
 #: The newest torch on PyPI (``pip index versions torch``: 2.15.0, which needs Python
-#: 3.11+) with the newest torchvision (0.29.2): no torchvision is built for torch 2.15
-#: yet, and 0.29.2 declares ``torch>=2.14.0``, so pip accepts the pair.
+#: 3.11+) with the newest torchvision, 0.29.2: a build for the same CUDA 13.2 that
+#: declares ``torch>=2.14.0``, imports and runs its operators with torch 2.15.
 TORCH_NEWEST = ("torch==2.15.0", "torchvision==0.29.2")
 NEWEST_PYTHON = "3.12"
 EXTRAS = "dev,image,shap,shapiq,text"

@@ -25,6 +25,7 @@ EXAMPLE_NEEDS = {
     "captum_graphshap.interop.shap_explanation": "shap",
     "captum_graphshap.interop.shapiq_values": "shapiq",
     "captum_graphshap.llm.llm_shapley": "transformers",
+    "captum_graphshap.distributed.shards": "pyarrow",  # the [ray] extra installs it
 }
 
 
