@@ -14,7 +14,7 @@ correlation, averaged over images):
 * at defaults: ``PairedKernelShap()`` against ``KernelShap()``;
 * at equal ``n_samples`` (``--samples``, default 200): the two again.
 
-Run:  python benchmarks/default_cost.py [--images 4] [--samples 200] [--seed 0]
+Run:  python benchmarks/default_cost.py [--images 4] [--samples 200] [--seed 0] [--markdown]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 import warnings
 
 import torch
+from _table import add_markdown_argument, markdown_table
 from captum.attr import KernelShap
 from torch import Tensor, nn
 
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    add_markdown_argument(parser)
     args = parser.parse_args()
     # Captum's per-example advice for several inputs: the batch is the comparison here
     warnings.filterwarnings("ignore", message="You are providing multiple inputs")
@@ -100,15 +102,22 @@ def main() -> None:
         f"random CNN, 28x28 images, d = 16 patches of 7x7, {args.images} images, "
         f"torch threads {torch.get_num_threads()}"
     )
-    header = ("setting", "method", "evals/image", "time s", "rel. L2 err", "corr")
-    print("{:<16} {:<22} {:>11} {:>8} {:>11} {:>6}".format(*header))
+    header = ("setting", "method", "evaluations / image", "time (s)", "relative L2 error",
+              "correlation")  # fmt: skip
+    if not args.markdown:
+        print("{:<16} {:<22} {:>11} {:>8} {:>11} {:>6}".format(*header))
+    table = []
     for setting, name, run in rows:
         start = time.perf_counter()
         estimate, evaluations = run()
         took = time.perf_counter() - start
         relative, correlation = errors(estimate, exact, mask)
-        line = f"{setting:<16} {name:<22} {evaluations:>11.0f} {took:>8.2f}"
-        print(f"{line} {relative:>11.3f} {correlation:>6.3f}")
+        table.append((setting, name, f"{evaluations:,.0f}", f"{took:.2f}", f"{relative:.3f}",
+                      f"{correlation:.3f}"))  # fmt: skip
+        if not args.markdown:
+            print("{:<16} {:<22} {:>11} {:>8} {:>11} {:>6}".format(*table[-1]))
+    if args.markdown:
+        print(markdown_table(header, table, [False, False, True, True, True, True]))
 
 
 if __name__ == "__main__":

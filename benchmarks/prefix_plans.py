@@ -11,7 +11,7 @@ over the one-pass path's. The path a call takes is the cheaper of the two
 (and none above 1). This is the arithmetic behind the 1,024-token prompt's
 ceiling (benchmarks/README.md, issue 31): no model is run.
 
-Run:  python benchmarks/prefix_plans.py [--length 1024] [--answer 8] [--orderings 4]
+Run:  python benchmarks/prefix_plans.py [--length 1024] [--answer 8] [--orderings 4] [--markdown]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import argparse
 import itertools
 
 import torch
+from _table import add_markdown_argument, markdown_table
 
 from captum_graphshap.llm import prefix_cache as pc
 
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--answer", type=int, default=8)
     parser.add_argument("--orderings", type=int, default=4)
+    add_markdown_argument(parser)
     args = parser.parse_args()
     tokens = torch.randint(10, 1000, (args.length,), generator=torch.Generator().manual_seed(0))
     cases = {
@@ -90,11 +92,18 @@ def main() -> None:
         "accelerator": (pc.DEFAULT_FORWARD_COST_TOKENS, pc.DEFAULT_BLOCK_COST_TOKENS),
     }
     print(f"{args.length}-token prompt, {args.answer}-token answer: row-tokens / one pass's")
-    print(f"{'rows':34s} {'costs':12s} {'reference':>9s} {'blockwise':>9s}")
+    table = []
     for name, rows in cases.items():
         for device, (forward, block) in costs.items():
             reference, blockwise = shares(rows, args.answer, forward, block)
-            print(f"{name:34s} {device:12s} {reference:9.3f} {blockwise:9.3f}")
+            table.append((name, device, f"{reference:.3f}", f"{blockwise:.3f}"))
+    header = ("rows", "costs", "reference", "blockwise")
+    if args.markdown:
+        print(markdown_table(header, table, [False, False, True, True]))
+        return
+    print(f"{header[0]:34s} {header[1]:12s} {header[2]:>9s} {header[3]:>9s}")
+    for name, device, reference_cell, blockwise_cell in table:
+        print(f"{name:34s} {device:12s} {reference_cell:>9s} {blockwise_cell:>9s}")
 
 
 if __name__ == "__main__":

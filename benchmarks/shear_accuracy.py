@@ -28,7 +28,7 @@ MLP, whose Hessian is zero: cooperators from the gradient fallback against
 random cooperators and against the arbitrary lowest-index choice a zero
 Hessian gives. A plot goes to ``--plot``.
 
-Run:  python benchmarks/shear_accuracy.py [--wines 40] [--seeds 3] [--quick]
+Run:  python benchmarks/shear_accuracy.py [--wines 40] [--seeds 3] [--quick] [--markdown]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _table import add_markdown_argument, markdown_table
 from _timing import add_device_argument, use_device
 from torch import Tensor, nn
 
@@ -285,6 +286,36 @@ def plot(results: dict[str, dict[int, tuple[float, float, float]]], path: str) -
     print(f"\nplot saved to {path}")
 
 
+def print_tables(
+    results: dict[str, dict[int, tuple[float, float, float]]],
+    budgets: tuple[int, ...],
+    markdown: bool,
+) -> None:
+    """The AE, ranking ACC and explanations/s tables, as text or as markdown."""
+    titles = (
+        "AE (sum over features of |estimate - exact|, mean over wines)",
+        "ranking ACC",
+        "explanations per second (SHEAR includes eta)",
+    )
+    formats = ("{:.3f}", "{:.3f}", "{:,.0f}") if markdown else ("{:9.4f}", "{:9.3f}", "{:9.1f}")
+    for column, (title, form) in enumerate(zip(titles, formats)):
+        print(f"\n{title}")
+        if markdown:
+            header = [title.split(" (")[0], *(f"N={n}" for n in budgets)]
+            rows = [
+                [name, *(form.format(per_budget[n][column]) for n in budgets)]
+                for name, per_budget in results.items()
+            ]
+            print(markdown_table(header, rows, [False] + [True] * len(budgets)))
+            continue
+        if column == 0:
+            print("  " + " ".join(f"{'N=' + str(n):>9s}" for n in budgets) + "  method")
+        for name, per_budget in results.items():
+            print(
+                "  " + " ".join(form.format(per_budget[n][column]) for n in budgets) + f"  {name}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--wines", type=int, default=40, help="held-out wines explained")
@@ -292,6 +323,7 @@ def main() -> None:
     parser.add_argument("--plot", default="shear_accuracy.png")
     parser.add_argument("--quick", action="store_true", help="N in {8, 16}, 10 wines, 1 seed")
     add_device_argument(parser)
+    add_markdown_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
     budgets = (8, 16) if args.quick else BUDGETS
@@ -321,16 +353,7 @@ def main() -> None:
         for name, explain in contenders.items()
     }
 
-    print("\nAE (sum over features of |estimate - exact|, mean over wines)")
-    print("  " + " ".join(f"{'N=' + str(n):>9s}" for n in budgets) + "  method")
-    for name, per_budget in results.items():
-        print("  " + " ".join(f"{per_budget[n][0]:9.4f}" for n in budgets) + f"  {name}")
-    print("\nranking ACC")
-    for name, per_budget in results.items():
-        print("  " + " ".join(f"{per_budget[n][1]:9.3f}" for n in budgets) + f"  {name}")
-    print("\nexplanations per second (SHEAR includes eta)")
-    for name, per_budget in results.items():
-        print("  " + " ".join(f"{per_budget[n][2]:9.1f}" for n in budgets) + f"  {name}")
+    print_tables(results, budgets, args.markdown)
 
     eta_seconds, total_seconds = eta_share(model, x, target)
     print(

@@ -109,7 +109,6 @@ def format_baselines(
             f"{name} has {len(baselines)} entries but inputs has {len(inputs)} tensors; "
             f"pass one baseline per input tensor."
         )
-    batch = inputs[0].shape[0]
     formatted = []
     for position, (baseline, tensor) in enumerate(zip(baselines, inputs)):
         label = f"{name}[{position}]" if len(inputs) > 1 else name
@@ -119,53 +118,69 @@ def format_baselines(
             raise TypeError(
                 f"{label} must be None, a number or a tensor, got {_describe(baseline)}."
             )
+        from_number = isinstance(baseline, numbers.Real)
         if isinstance(baseline, numbers.Real):
-            if not math.isfinite(float(baseline)):
-                raise ValueError(f"{label} is {baseline}; use a finite baseline value.")
-            _check_number_baseline(baseline, tensor, label)
-            # filled on the device: no host-to-device copy (a copy would synchronise)
-            value = (
-                baseline
-                if isinstance(baseline, bool)
-                else int(baseline)
-                if isinstance(baseline, numbers.Integral)
-                else float(baseline)
-            )
-            baseline = torch.full((), value, device=tensor.device)
-            from_number = True
-        else:
-            from_number = False
-        if baseline.device != tensor.device:
+            baseline = _number_baseline(baseline, tensor, label)
+        elif baseline.device != tensor.device:
             raise ValueError(
                 f"{label} is on {baseline.device} but inputs are on {tensor.device}; "
                 f"move it with .to(inputs.device)."
             )
-        if baseline.dim() == 0:
-            baseline = baseline.reshape((1,) * tensor.dim())
-        elif baseline.shape[1:] != tensor.shape[1:] or baseline.shape[0] not in (1, batch):
-            raise ValueError(
-                f"{label} has shape {tuple(baseline.shape)} but inputs"
-                f"{f'[{position}]' if len(inputs) > 1 else ''} has shape "
-                f"{tuple(tensor.shape)}; a baseline must be a scalar or have shape "
-                f"(1, {', '.join(map(str, tensor.shape[1:]))}) or "
-                f"({batch}, {', '.join(map(str, tensor.shape[1:]))})."
-            )
-        if from_number:  # checked in Python, without reading the device
-            formatted.append(baseline.to(tensor.dtype))
-            continue
-        if baseline.is_floating_point() and not bool(torch.isfinite(baseline).all()):
-            raise ValueError(f"{label} contains NaN or infinite values; use finite values.")
-        if tensor.dtype == torch.bool and not bool(((baseline == 0) | (baseline == 1)).all()):
-            raise ValueError(f"{label} must be True/False (or 0/1) for bool inputs.")
-        if not tensor.is_floating_point():
-            if baseline.is_floating_point() and not bool((baseline == baseline.round()).all()):
-                raise ValueError(
-                    f"{label} has non-integer values but inputs are integer (token ids, "
-                    f"dtype {tensor.dtype}); use an integer baseline such as the pad or "
-                    "mask token id."
-                )
+        baseline = _baseline_shaped(baseline, inputs, position, label)
+        if not from_number:  # a number was checked in Python, without reading the device
+            _check_tensor_baseline_values(baseline, tensor, label)
         formatted.append(baseline.to(tensor.dtype))
     return tuple(formatted)
+
+
+def _number_baseline(baseline: numbers.Real, tensor: Tensor, label: str) -> Tensor:
+    """A checked number baseline as a 0-dim tensor on the input's device."""
+    if not math.isfinite(float(baseline)):
+        raise ValueError(f"{label} is {baseline}; use a finite baseline value.")
+    _check_number_baseline(baseline, tensor, label)
+    # filled on the device: no host-to-device copy (a copy would synchronise)
+    value = (
+        baseline
+        if isinstance(baseline, bool)
+        else int(baseline)
+        if isinstance(baseline, numbers.Integral)
+        else float(baseline)
+    )
+    return torch.full((), value, device=tensor.device)
+
+
+def _baseline_shaped(
+    baseline: Tensor, inputs: tuple[Tensor, ...], position: int, label: str
+) -> Tensor:
+    """A 0-dim baseline as ``(1, 1, ...)``; else check it is ``(1 or N, *input.shape[1:])``."""
+    tensor = inputs[position]
+    batch = inputs[0].shape[0]
+    if baseline.dim() == 0:
+        return baseline.reshape((1,) * tensor.dim())
+    if baseline.shape[1:] != tensor.shape[1:] or baseline.shape[0] not in (1, batch):
+        raise ValueError(
+            f"{label} has shape {tuple(baseline.shape)} but inputs"
+            f"{f'[{position}]' if len(inputs) > 1 else ''} has shape "
+            f"{tuple(tensor.shape)}; a baseline must be a scalar or have shape "
+            f"(1, {', '.join(map(str, tensor.shape[1:]))}) or "
+            f"({batch}, {', '.join(map(str, tensor.shape[1:]))})."
+        )
+    return baseline
+
+
+def _check_tensor_baseline_values(baseline: Tensor, tensor: Tensor, label: str) -> None:
+    """A tensor baseline's values: finite, 0/1 for bool inputs, integers for integer inputs."""
+    if baseline.is_floating_point() and not bool(torch.isfinite(baseline).all()):
+        raise ValueError(f"{label} contains NaN or infinite values; use finite values.")
+    if tensor.dtype == torch.bool and not bool(((baseline == 0) | (baseline == 1)).all()):
+        raise ValueError(f"{label} must be True/False (or 0/1) for bool inputs.")
+    if not tensor.is_floating_point():
+        if baseline.is_floating_point() and not bool((baseline == baseline.round()).all()):
+            raise ValueError(
+                f"{label} has non-integer values but inputs are integer (token ids, "
+                f"dtype {tensor.dtype}); use an integer baseline such as the pad or "
+                "mask token id."
+            )
 
 
 def _check_number_baseline(baseline: numbers.Real, tensor: Tensor, label: str) -> None:

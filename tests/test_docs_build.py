@@ -124,6 +124,8 @@ def test_guide_code_runs(page, tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.DOTALL)
     if "SuperpixelGraph.slic" in "".join(blocks):
         optional("skimage")
+    if re.search(r"^\s*import ray\b|captum_graphshap\.distributed\b", "".join(blocks), re.M):
+        optional("ray")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "__guide__"}
     for block in blocks:

@@ -193,6 +193,7 @@ def test_features_explanation_is_efficient_and_drives_waterfall_bar_beeswarm(pyp
 
 
 def test_base_values_follow_references_and_log_prob_as_the_methods_do():
+    optional("shap")  # to_shap_explanation builds a shap.Explanation
     model = _mlp()
     x = torch.randn(3, 8, dtype=torch.float64)
     background = torch.randn(6, 8, dtype=torch.float64)

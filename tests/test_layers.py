@@ -5,7 +5,8 @@ below, and neither the subpackages' nor the modules' import graph has a
 cycle. The imports are read with ``ast`` (so an import hidden inside a
 function counts, and so does ``importlib.import_module("captum_graphshap...")``),
 relative imports resolved against the importing module. Every library module
-stays within :data:`MAX_CODE_LINES` code lines, its module docstring within
+stays within :data:`MAX_CODE_LINES` code lines and every function within
+:data:`MAX_FUNCTION_CODE_LINES`, its module docstring within
 :data:`MAX_MODULE_DOCSTRING_LINES` lines, and no docstring or comment carries
 a date (measurements and their history live in ``benchmarks/README.md``).
 """
@@ -33,13 +34,27 @@ LAYERS = {
     "uncertainty": 3,
     "attr": 4,
     **dict.fromkeys(
-        ("analysis", "metrics", "viz", "interop", "text", "llm", "distributed", "wrappers"), 5
+        (
+            "analysis",
+            "metrics",
+            "viz",
+            "interop",
+            "text",
+            "llm",
+            "distributed",
+            "wrappers",
+            "amortized",
+        ),
+        5,
     ),
     "apps": 6,
 }
 
 #: Non-blank, non-comment lines (docstrings count) a library module may have.
 MAX_CODE_LINES = 600
+#: Non-blank, non-comment lines of a function's body after its docstring (the house
+#: style: functions under 60 lines; nested functions count in their parent too).
+MAX_FUNCTION_CODE_LINES = 60
 MAX_MODULE_DOCSTRING_LINES = 40
 #: An ISO date, or a month and year.
 DATE = re.compile(
@@ -276,6 +291,41 @@ def test_every_library_module_is_within_the_code_line_bound():
 
 def test_code_lines_leave_out_blanks_and_comments_only():
     assert code_lines('"""Doc.\n\nMore."""\n\n# why\nx = 1  # inline\n    # indented\n') == 3
+
+
+def function_code_lines(source: str) -> dict[str, int]:
+    """``{"name:line": code lines}`` of every function in ``source``: the body after
+    its docstring, blank lines and comments left out (signature and docstring are not
+    counted, nested functions' lines count in their parent too)."""
+    lines = source.splitlines()
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        first = node.body[0]
+        has_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        start = (first.end_lineno or first.lineno) + 1 if has_docstring else first.lineno
+        body = "\n".join(lines[start - 1 : node.end_lineno])
+        found[f"{node.name}:{node.lineno}"] = code_lines(body)
+    return found
+
+
+def test_every_library_function_is_within_the_function_line_bound():
+    long = {
+        f"{path.relative_to(PACKAGE)}:{name}": lines
+        for path in _library_modules()
+        for name, lines in function_code_lines(path.read_text()).items()
+        if lines > MAX_FUNCTION_CODE_LINES
+    }
+    assert not long, f"split these (at most {MAX_FUNCTION_CODE_LINES} code lines): {long}"
+
+
+def test_function_code_lines_leave_out_the_signature_docstring_blanks_and_comments():
+    source = (
+        'def f(\n    a,\n):\n    """Doc.\n\n    More."""\n    # why\n    x = a\n\n'
+        "    def g():\n        return x\n    return g\n\n\nasync def h(): return 1\n"
+    )
+    assert function_code_lines(source) == {"f:1": 4, "g:10": 1, "h:15": 1}
 
 
 def test_no_module_docstring_is_longer_than_the_bound():

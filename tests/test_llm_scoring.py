@@ -33,6 +33,7 @@ from captum_graphshap.engine.chunk_runner import takes_one_prompt
 from captum_graphshap.llm import LLMShapley
 
 from .captum_ported.test_llm_attr import DummyLLM, DummyRemoteLLMProvider, DummyTokenizer
+from .optional_deps import optional
 
 #: segments of one or two words: prompts of a chunk have several lengths
 TEMPLATE = TextTemplateInput("{} b {} {} e {}", ["a", "c x", "d", "f g"])
@@ -89,6 +90,7 @@ def test_token_by_token_is_the_default_and_differs_from_one_pass_on_a_non_causal
 
 
 def test_paired_kernel_shap_equals_captums_kernel_shap_and_the_exact_values(llm):
+    optional("sklearn")  # Captum's KernelShap fits its linear model with scikit-learn
     tokenizer = DummyTokenizer()
     exact = LLMAttribution(ShapleyValues(llm), tokenizer).attribute(TEMPLATE, "m n o")
     torch.manual_seed(0)

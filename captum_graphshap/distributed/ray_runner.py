@@ -332,9 +332,10 @@ def _explain_pending(
     job: _ShardJob,
     num_actors: int,
 ) -> list[dict[str, Any]]:
-    """The Ray Data job over the pending shards, on a pool of ``num_actors`` actors."""
-    import ray.data
+    """The Ray Data job over the pending shards, on a pool of ``num_actors`` actors.
 
+    ``ray`` is :func:`require_ray`'s module, with ``ray.data`` imported.
+    """
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = show_progress
     shutil.rmtree(job.directory / _ATTEMPTS, ignore_errors=True)

@@ -116,64 +116,26 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
     if isinstance(feature_mask, FeatureMasks):  # built by the library, already valid
         return feature_mask
     if feature_mask is None:
-        masks, ranges = [], []
-        offset = 0
-        for tensor in inputs:
-            count = tensor[0].numel()
-            masks.append(
-                torch.arange(offset, offset + count, device=tensor.device).reshape(
-                    1, *tensor.shape[1:]
-                )
-            )
-            ranges.append((offset, offset + count))  # in order by construction
-            offset += count
-        return FeatureMasks(tuple(masks), offset, False, tuple(ranges))
-
+        return _one_feature_per_element(inputs)
     given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
     if len(given) != len(inputs):
         raise ValueError(
             f"feature_mask has {len(given)} tensors but inputs has {len(inputs)}; "
             "pass one mask per input tensor."
         )
-    masks = []
-    for position, (mask, tensor) in enumerate(zip(given, inputs)):
-        label = f"feature_mask[{position}]" if len(inputs) > 1 else "feature_mask"
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"{label} must be an integer tensor, got {type(mask).__name__}.")
-        if mask.is_floating_point() or mask.is_complex() or mask.dtype == torch.bool:
-            raise TypeError(
-                f"{label} has dtype {mask.dtype}; feature ids must be integers (use mask.long())."
-            )
-        if mask.device != tensor.device:
-            raise ValueError(
-                f"{label} is on {mask.device} but inputs are on {tensor.device}; "
-                "move it with .to(inputs.device)."
-            )
-        if mask.dim() > tensor.dim() or mask.dim() == 0:
-            raise ValueError(
-                f"{label} has shape {tuple(mask.shape)} but inputs has shape "
-                f"{tuple(tensor.shape)}; the mask must have the input's shape, with "
-                "batch size 1 or N and size-1 dimensions where elements are grouped."
-            )
-        if mask.dim() < tensor.dim():
-            mask = mask.reshape((1,) * (tensor.dim() - mask.dim()) + tuple(mask.shape))
-        compatible = mask.shape[0] in (1, batch) and all(
-            m in (1, s) for m, s in zip(mask.shape[1:], tensor.shape[1:])
-        )
-        if not compatible:
-            raise ValueError(
-                f"{label} has shape {tuple(mask.shape)} which does not broadcast to inputs "
-                f"of shape {tuple(tensor.shape)}; use batch size 1 or {batch} and, in "
-                "every other dimension, the input's size or 1."
-            )
-        masks.append(mask.long())
+    masks = [
+        _checked_mask(mask, tensor, _mask_label(position, len(inputs)), batch)
+        for position, (mask, tensor) in enumerate(zip(given, inputs))
+    ]
     # every mask's smallest and largest id and whether it numbers its elements in
     # order, read back at once: one host synchronisation for all the checks
     summary = _mask_summary(masks)
     for position, (smallest, _, _) in enumerate(summary):
         if smallest < 0:
-            label = f"feature_mask[{position}]" if len(inputs) > 1 else "feature_mask"
-            raise ValueError(f"{label} has negative ids; feature ids must be 0, 1, 2, ...")
+            raise ValueError(
+                f"{_mask_label(position, len(inputs))} has negative ids; "
+                "feature ids must be 0, 1, 2, ..."
+            )
     num_features = max((largest for _, largest, _ in summary), default=-1) + 1
     per_example = batch > 1 and any(m.shape[0] == batch for m in masks)
     # per-example masks (all expanded to the batch) number no shared range
@@ -181,6 +143,59 @@ def format_feature_mask(feature_mask: Any, inputs: tuple[Tensor, ...]) -> Featur
     if per_example:
         masks = [m.expand(batch, *m.shape[1:]) if m.shape[0] == 1 else m for m in masks]
     return FeatureMasks(tuple(masks), num_features, per_example, spans)
+
+
+def _mask_label(position: int, count: int) -> str:
+    """How an error names the mask of input ``position`` of ``count``."""
+    return f"feature_mask[{position}]" if count > 1 else "feature_mask"
+
+
+def _one_feature_per_element(inputs: tuple[Tensor, ...]) -> FeatureMasks:
+    """Captum's default mask: every element its own feature, numbered across the tuple."""
+    masks, ranges = [], []
+    offset = 0
+    for tensor in inputs:
+        count = tensor[0].numel()
+        masks.append(
+            torch.arange(offset, offset + count, device=tensor.device).reshape(1, *tensor.shape[1:])
+        )
+        ranges.append((offset, offset + count))  # in order by construction
+        offset += count
+    return FeatureMasks(tuple(masks), offset, False, tuple(ranges))
+
+
+def _checked_mask(mask: Any, tensor: Tensor, label: str, batch: int) -> Tensor:
+    """One mask checked against its input (type, device, shape), as a long tensor with
+    the input's number of dimensions."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{label} must be an integer tensor, got {type(mask).__name__}.")
+    if mask.is_floating_point() or mask.is_complex() or mask.dtype == torch.bool:
+        raise TypeError(
+            f"{label} has dtype {mask.dtype}; feature ids must be integers (use mask.long())."
+        )
+    if mask.device != tensor.device:
+        raise ValueError(
+            f"{label} is on {mask.device} but inputs are on {tensor.device}; "
+            "move it with .to(inputs.device)."
+        )
+    if mask.dim() > tensor.dim() or mask.dim() == 0:
+        raise ValueError(
+            f"{label} has shape {tuple(mask.shape)} but inputs has shape "
+            f"{tuple(tensor.shape)}; the mask must have the input's shape, with "
+            "batch size 1 or N and size-1 dimensions where elements are grouped."
+        )
+    if mask.dim() < tensor.dim():
+        mask = mask.reshape((1,) * (tensor.dim() - mask.dim()) + tuple(mask.shape))
+    compatible = mask.shape[0] in (1, batch) and all(
+        m in (1, s) for m, s in zip(mask.shape[1:], tensor.shape[1:])
+    )
+    if not compatible:
+        raise ValueError(
+            f"{label} has shape {tuple(mask.shape)} which does not broadcast to inputs "
+            f"of shape {tuple(tensor.shape)}; use batch size 1 or {batch} and, in "
+            "every other dimension, the input's size or 1."
+        )
+    return mask.long()
 
 
 def _mask_summary(

@@ -213,12 +213,6 @@ class SuperpixelGraph(FeatureGraph):
             n_segments, compactness, start_label, \*\*slic_kwargs:
                 Passed to ``skimage.segmentation.slic``.
         """
-        try:
-            from skimage.segmentation import slic
-        except ImportError:
-            raise ImportError(
-                'SuperpixelGraph.slic needs scikit-image: pip install "captum-graphshap[image]"'
-            ) from None
         if isinstance(image, Tensor):
             array = image.detach().cpu().float().numpy()
             if array.ndim == 3 and array.shape[0] in (1, 3, 4):
@@ -230,6 +224,12 @@ class SuperpixelGraph(FeatureGraph):
                 f"image must be (H, W) or (H, W, C) (numpy) / (C, H, W) (torch), got shape "
                 f"{tuple(array.shape)}."
             )
+        try:  # after the checks: a bad image is named whether or not scikit-image is there
+            from skimage.segmentation import slic
+        except ImportError:
+            raise ImportError(
+                'SuperpixelGraph.slic needs scikit-image: pip install "captum-graphshap[image]"'
+            ) from None
         labels = slic(
             array,
             n_segments=n_segments,
