@@ -110,8 +110,13 @@ def main() -> None:
         ),
         f"Shear(budget={args.budget})": (cg.Shear, budget, "sampling"),
         f"BayesShap(budget={args.budget})": (cg.BayesShap, budget, "kernel"),
+        f"OwenValue(budget={args.budget}), the grid's hierarchy": (
+            cg.OwenValue,
+            {**budget, "hierarchy": grid.hierarchy()},
+            None,
+        ),
     }
-    randomised = {"ShapleySampling", "PairedKernelShap", "Shear", "BayesShap"}
+    randomised = {"ShapleySampling", "PairedKernelShap", "Shear", "BayesShap", "OwenValue"}
     # warm-up: cuDNN, allocator, plans (one image, a small budget)
     cg.PairedKernelShap(counted).attribute(
         x[:1], target=target, feature_mask=mask, budget=64, **seeded()
