@@ -17,8 +17,8 @@ example explained alone gets the same orderings as in a batch.
 
 A *partial* ordering (its first ``t < k - 1`` prefixes) spends a remainder
 too small for a whole one: its first ``t`` children get their marginal
-contributions, the rest of the gain goes to the remaining children in
-proportion to their sizes, as terminal items the walk shares at the end.
+contributions, and the rest of the gain (its tail) goes to the remaining
+children at the end of the walk, by the parent's profile or their sizes.
 """
 
 from __future__ import annotations
