@@ -49,7 +49,7 @@ from .owen_items import (
     split_by_orderings,
     split_exactly,
 )
-from .owen_sampling import segment_cumsum
+from .owen_sampling import segment_cumsum, segment_starts
 
 __all__ = ["LEFTOVER_SHARES", "WalkCounts", "WalkResult", "budgeted_winter_values"]
 
@@ -249,8 +249,7 @@ class _Walk:
         """
         self._count(self.counts.shared, items.example, items.node, 1)
         if tails is not None:
-            first = torch.ones_like(tails.tail, dtype=torch.bool)
-            first[1:] = tails.tail[1:] != tails.tail[:-1]  # one count per tail
+            first = segment_starts(tails.tail)  # one count per tail
             self._count(self.counts.shared, tails.items.example[first], tails.parent[first], 1)
             shared = tails.by_profile(self.profile) if leftover == "profile" else tails.items
             items = Items.cat([items, shared])
@@ -279,19 +278,12 @@ def _water_fill(priority: Tensor, cap: Tensor, example: Tensor, remaining: Tenso
     left, every item gets its cap (the exact walk); otherwise the shares of
     capped items are their caps and the others split the rest by priority.
     """
-    batch = remaining.shape[0]
-
-    def per_example(values: Tensor) -> Tensor:
-        return torch.zeros(batch, dtype=torch.float64, device=values.device).index_add_(
-            0, example, values
-        )
-
-    everything = per_example(cap) <= remaining
+    everything = _per_example(cap, example, remaining) <= remaining
     capped = everything[example].clone()
     level = torch.zeros_like(remaining)
     for _ in range(64):  # each pass caps more items; few passes in practice
-        free = remaining - per_example(torch.where(capped, cap, 0.0))
-        weight = per_example(torch.where(capped, 0.0, priority))
+        free = remaining - _per_example(torch.where(capped, cap, 0.0), example, remaining)
+        weight = _per_example(torch.where(capped, 0.0, priority), example, remaining)
         level = torch.where(weight > 0, free.clamp(min=0) / weight.clamp(min=1e-300), 0.0)
         now = capped | (cap <= level[example] * priority)
         if bool((now == capped).all()):

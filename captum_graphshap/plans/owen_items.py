@@ -307,12 +307,11 @@ def _ordered_children(
     the ordering's prefixes, and the last place too when the ordering is
     whole. Items of one group item that coincide are merged.
     """
-    count, k = draw.order.shape
+    k = draw.order.shape[1]
     place = torch.arange(k, device=child.device)
     whole = draw.prefixes == k - 1
     real = ((place[None, :] < draw.prefixes[:, None]) | whole[:, None]) & chosen[:, None]
-    rank = torch.empty_like(draw.order).scatter_(1, draw.order, place.expand(count, k))
-    before = rank[:, None, :] < place[None, :, None]  # (O, place, child position)
+    before = draw.ranks()[:, None, :] < place[None, :, None]  # (O, place, child position)
     ordering, at = torch.nonzero(real, as_tuple=True)
     position = draw.order[ordering, at]
     owner = draw.owner[ordering]

@@ -37,6 +37,7 @@ __all__ = [
     "mix",
     "orderings_within",
     "segment_cumsum",
+    "segment_starts",
 ]
 
 _GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed int64
@@ -81,14 +82,16 @@ class OrderingDraw:
     prefixes: Tensor
     weight: Tensor
 
+    def ranks(self) -> Tensor:
+        """``(O, k)``: the place of child position c in each ordering (the inverse of ``order``)."""
+        count, k = self.order.shape
+        places = torch.arange(k, device=self.order.device).expand(count, k)
+        return torch.empty_like(self.order).scatter_(1, self.order, places)
+
     def membership(self) -> Tensor:
         """``(O, k - 1, k)`` bool: whether child position c is in prefix ``j + 1``."""
-        count, k = self.order.shape
-        rank = torch.empty_like(self.order).scatter_(
-            1, self.order, torch.arange(k, device=self.order.device).expand(count, k)
-        )
-        places = torch.arange(k - 1, device=self.order.device)
-        return rank[:, None, :] <= places[None, :, None]
+        places = torch.arange(self.order.shape[1] - 1, device=self.order.device)
+        return self.ranks()[:, None, :] <= places[None, :, None]
 
 
 def draw_orderings(keys: Tensor, orderings: Tensor, k: int, seed: int) -> OrderingDraw:
@@ -175,11 +178,16 @@ def distinct_rows(key: Tensor, bits: Tensor) -> tuple[Tensor, Tensor]:
     return inverse, first.scatter_reduce(0, inverse, position, reduce="amin")
 
 
+def segment_starts(segment: Tensor) -> Tensor:
+    """Bool: where a new value of ``segment`` (sorted) begins."""
+    first = torch.ones_like(segment, dtype=torch.bool)
+    first[1:] = segment[1:] != segment[:-1]
+    return first
+
+
 def segment_cumsum(values: Tensor, segment: Tensor) -> Tensor:
     """Running sums of ``values`` restarting at each new value of ``segment`` (sorted)."""
     running = values.cumsum(0)
-    first = torch.ones_like(segment, dtype=torch.bool)
-    first[1:] = segment[1:] != segment[:-1]
     positions = torch.arange(segment.shape[0], device=segment.device)
-    start = torch.cummax(torch.where(first, positions, 0), 0).values
+    start = torch.cummax(torch.where(segment_starts(segment), positions, 0), 0).values
     return running - running[start] + values[start]
