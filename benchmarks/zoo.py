@@ -54,6 +54,7 @@ import argparse
 import dataclasses
 import json
 import os
+import select
 import shlex
 import statistics
 import subprocess
@@ -61,6 +62,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -437,22 +439,49 @@ def our_methods(d: int, candidates: list[str]) -> dict[str, Callable]:
     return methods
 
 
-class Peers:
-    """The 3.12 worker, kept running; ``estimate`` answers its value queries."""
+class PeerTimeout(Exception):
+    """A peer's job ran past ``Peers.timeout`` seconds of its own time (the worker is
+    restarted; the job has no estimate)."""
 
-    def __init__(self, python: str) -> None:
+
+class Peers:
+    """The 3.12 worker, kept running; ``estimate`` answers its value queries.
+
+    With ``timeout`` (seconds), a job whose worker keeps the caller waiting longer
+    than that in all (the time spent computing its values not counted) raises
+    :class:`PeerTimeout` after the worker is killed and started afresh."""
+
+    def __init__(self, python: str, timeout: float | None = None) -> None:
+        self.python, self.timeout = python, timeout
+        self.seconds: dict[str, list[float]] = {}
+        self._start()
+
+    def _start(self) -> None:
         worker = Path(__file__).with_name("_zoo_peers_worker.py")
         self.process = subprocess.Popen(
-            [python, str(worker)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [self.python, str(worker)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
-        self.seconds: dict[str, list[float]] = {}
+
+    def _wait(self, out: IO[bytes], left: float) -> float:
+        """Wait for the worker's next message at most ``left`` seconds; the seconds left."""
+        if self.timeout is None:
+            return left
+        start = time.perf_counter()
+        if not select.select([out], [], [], max(left, 0.0))[0]:
+            self.process.kill()
+            self.process.wait()
+            self._start()
+            raise PeerTimeout
+        return left - (time.perf_counter() - start)
 
     def estimate(self, peer: str, game: FeatureGame, d: int, budget: int, seed: int) -> Tensor:
         assert self.process.stdin and self.process.stdout
         inp, out = self.process.stdin, self.process.stdout
         inp.write(f"JOB {peer} {d} {budget} {seed}\n".encode())
         inp.flush()
+        left = self.timeout or 0.0
         while True:
+            left = self._wait(out, left)
             head, array = read_array(out)
             if head[0] == "R":
                 self.seconds.setdefault(peer, []).append(float(head[1]))
