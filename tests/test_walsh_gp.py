@@ -478,6 +478,18 @@ def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
     assert auto_plan(64, 400, g, cpu)[1] != "walsh_gp"  # beyond MAX_FEATURES
 
 
+def test_auto_samples_permutations_up_to_12_d_from_48_features_on() -> None:
+    cpu = torch.device("cpu")
+    g = torch.Generator().manual_seed(0)
+    # below 48 features the crossover to the cubic fit is at 6 d evaluations
+    assert auto_plan(40, 6 * 40 - 4, g, cpu)[1] == "permutation"
+    assert auto_plan(40, 6 * 40, g, cpu)[1] == "cubic"
+    # from 48 on at 12 d: a ViT over 196 patches at 2,048 evaluations samples orderings
+    assert auto_plan(196, 2046, g, cpu)[1] == "permutation"
+    assert auto_plan(49, 12 * 49 - 4, g, cpu)[1] == "permutation"
+    assert auto_plan(49, 12 * 49, g, cpu)[1] == "cubic"
+
+
 def test_designs_beyond_the_fitted_pairs_extend_the_smaller_design() -> None:
     """Beyond the pairs it factorises, auto's design is the smaller budget's design of
     the same generator, extended size by size to a design of the larger budget."""

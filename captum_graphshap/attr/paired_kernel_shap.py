@@ -49,9 +49,10 @@ class PairedKernelShapOptions(Options):
             budget never hands over to a worse estimator (see
             :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`); above
             32 features antithetic permutations below ``6 d`` evaluations
-            and ``"cubic"`` from there, with a fixed share of its triples
-            instead of a cross-validated count (as accurate on the models
-            measured, at a tenth of the time or less). ``"walsh_gp"``: the stratified
+            (``12 d`` from 48 features on) and ``"cubic"`` from there,
+            with a fixed share of its triples instead of a cross-validated
+            count (as accurate on the models measured, at a tenth of the
+            time or less). ``"walsh_gp"``: the stratified
             pairs and Gaussian-process regression of their odd part in the
             Walsh basis (see ``plans/walsh_gp.py``), every pair factorised:
             exact on games of order two, at least ``d`` pairs and at most
@@ -98,8 +99,17 @@ KERNEL_ESTIMATORS: tuple[str, ...] = (
 #: ``estimator="auto"`` samples antithetic permutations below this many
 #: evaluations per feature and fits the cubic surrogate from it on, where the
 #: cubic fit's error falls below the permutations' (benchmarks/README.md,
-#: "Constants and their measurements").
+#: "Constants and their measurements"; measured at d = 10-16).
 AUTO_PERMUTATIONS_BELOW = 6
+#: From :data:`WIDE_FEATURES` features on, the crossover is at this many
+#: evaluations per feature instead: on benchmarks/wide.py's games (seed
+#: 803612) the cubic fit at 10 per feature was 3.7x the permutations' error on
+#: a ViT over 196 patches (0.55 against 0.15, and worse than at 2.6 per
+#: feature), 1.1-1.3x on a 49-patch CNN and 52 superpixels; from 31 per
+#: feature on it was 0.71-0.87x. (At 7.6 per feature on 67 superpixels the
+#: cubic fit was better, 0.55x: the one cell this rule loses.)
+AUTO_PERMUTATIONS_BELOW_WIDE = 12
+WIDE_FEATURES = 48
 
 
 class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
@@ -229,7 +239,9 @@ def auto_plan(
     :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp` takes it;
     otherwise (more features, or fewer pairs than features) antithetic
     permutations below
-    :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations (at least two
+    :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations
+    (:data:`AUTO_PERMUTATIONS_BELOW_WIDE` ``d`` from :data:`WIDE_FEATURES`
+    features on; at least two
     orderings, the rows they leave spent on single features' samples,
     :func:`~captum_graphshap.plans.permutation_fill.filled_permutation_plan`);
     otherwise no plan here and ``"cubic"``.
@@ -242,7 +254,8 @@ def auto_plan(
         return walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit), "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
-    if evaluations < AUTO_PERMUTATIONS_BELOW * d and orderings >= 2:
+    per_feature = AUTO_PERMUTATIONS_BELOW_WIDE if d >= WIDE_FEATURES else AUTO_PERMUTATIONS_BELOW
+    if evaluations < per_feature * d and orderings >= 2:
         # as many antithetic orderings as their distinct prefixes allow
         ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2, even=True)
         return filled_permutation_plan(ranks, evaluations, generator, device), "permutation"
