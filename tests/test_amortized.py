@@ -241,10 +241,12 @@ def test_a_game_with_interactions_is_learnt_better_than_its_labels():
     def model(x: torch.Tensor) -> torch.Tensor:
         return x[:, 0] * x[:, 1] + x[:, 2] * x[:, 3] - x[:, 4] * x[:, 5] * x[:, 0]
 
-    x = data(600, d=6)
+    # 2,000 examples (1,800 trained on): 0.66-0.73 of the labels' error on two seeds;
+    # on 600 the ensemble's short fit was no better than its labels (1.09)
+    x = data(2000, d=6)
     explainer = AmortizedShapley(model)
     report = explainer.fit(
-        x, baselines=0.0, budget=12, epochs=40, label_estimator="permutation",
+        x, baselines=0.0, budget=12, epochs=30, label_estimator="permutation",
         generator=torch.Generator().manual_seed(0),
     )  # fmt: skip
     assert report.exact_error is not None and report.label_exact_error is not None

@@ -42,8 +42,15 @@ def residual_scores(phi: Tensor, labels: Tensor) -> Tensor:
 
 
 def example_scores(phi: Tensor, estimates: Tensor) -> Tensor:
-    """``(N,)`` root mean square scaled disagreement of each example (spot checks)."""
-    return ((phi - estimates) / example_scale(phi)).pow(2).mean(dim=(1, 2)).sqrt()
+    """``(N,)`` root mean square disagreement of each example (spot checks).
+
+    Scaled by the geometric mean of the two explanations' scales, not by the
+    explainer's alone: an explainer a hundred times too large off the
+    training data then scores about ten, not about one (its own scale would
+    hide it), and one near zero where the estimate is not scores high too.
+    """
+    scale = (example_scale(phi) * example_scale(estimates)).sqrt()
+    return ((phi - estimates) / scale).pow(2).mean(dim=(1, 2)).sqrt()
 
 
 def spot_threshold(held_out_scores: Tensor, label_budget: int, spot_budget: int) -> float:
