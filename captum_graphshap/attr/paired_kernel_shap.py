@@ -107,7 +107,10 @@ AUTO_PERMUTATIONS_BELOW = 6
 #: a ViT over 196 patches (0.55 against 0.15, and worse than at 2.6 per
 #: feature), 1.1-1.3x on a 49-patch CNN and 52 superpixels; from 31 per
 #: feature on it was 0.71-0.87x. (At 7.6 per feature on 67 superpixels the
-#: cubic fit was better, 0.55x: the one cell this rule loses.)
+#: cubic fit was better, 0.55x: the one cell this rule loses.) No per-feature
+#: threshold suits every game: on a max game at d = 96 the cubic fit stays
+#: 2.3x the permutations' error up to 48 per feature, so the handover at 12
+#: still raises the error there (1.18 at 11 d, 2.74 at 16 d).
 AUTO_PERMUTATIONS_BELOW_WIDE = 12
 WIDE_FEATURES = 48
 
