@@ -179,19 +179,26 @@ TOKEN_LENGTH, TOKEN_VOCAB = 14, 12
 
 
 class TokenTransformer(nn.Module):
-    """A 2-layer transformer encoder over one-hot token ids ``(N, L, V)``: a one-hot
-    blended with the pad's is an embedding blended, so 0/1 coalitions are token ids
-    and the model stays differentiable (for Shear)."""
+    """A transformer encoder over one-hot token ids ``(N, L, V)``: a one-hot blended
+    with the pad's is an embedding blended, so 0/1 coalitions are token ids and the
+    model stays differentiable (for Shear). Two layers over 14 positions here; the
+    zoo draws other lengths, vocabularies and depths."""
 
-    def __init__(self, act: type[nn.Module]) -> None:
+    def __init__(
+        self,
+        act: type[nn.Module],
+        length: int = TOKEN_LENGTH,
+        vocab: int = TOKEN_VOCAB,
+        layers: int = 2,
+    ) -> None:
         super().__init__()
         width = 32
-        self.embed = nn.Linear(TOKEN_VOCAB, width, bias=False)
-        self.position = nn.Parameter(torch.randn(TOKEN_LENGTH, width) * 0.1)
+        self.embed = nn.Linear(vocab, width, bias=False)
+        self.position = nn.Parameter(torch.randn(length, width) * 0.1)
         layer = nn.TransformerEncoderLayer(
             width, 4, 64, dropout=0.0, batch_first=True, activation=act()
         )
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(width, 2)
 
     def forward(self, one_hot: Tensor) -> Tensor:

@@ -70,7 +70,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _zoo_peers_worker import read_array, send_array
-from estimators import FeatureGame, ours
+from estimators import FeatureGame, TokenTransformer, ours
 
 import captum_graphshap.attr.paired_kernel_shap as auto_rule
 from captum_graphshap import PairedKernelShap, ShapleySampling
@@ -224,24 +224,6 @@ class Attention(nn.Module):
         return self.head(hidden.mean(1))
 
 
-class Tokens(nn.Module):
-    """A transformer encoder over one-hot ids ``(N, L, V)`` (see the module's docstring)."""
-
-    def __init__(self, length: int, vocab: int, act: type[nn.Module], layers: int):
-        super().__init__()
-        width = 32
-        self.embed = nn.Linear(vocab, width, bias=False)
-        self.position = nn.Parameter(torch.randn(length, width) * 0.1)
-        layer = nn.TransformerEncoderLayer(
-            width, 4, 64, dropout=0.0, batch_first=True, activation=act()
-        )
-        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.head = nn.Linear(width, 2)
-
-    def forward(self, one_hot: Tensor) -> Tensor:
-        return self.head(self.encoder(self.embed(one_hot) + self.position).mean(1))
-
-
 Built = tuple[nn.Module, Tensor, Tensor, Tensor, bool]
 
 
@@ -320,7 +302,7 @@ def _tokens(spec: Spec) -> Built:
     d, vocab = spec.d, 12
     ids = torch.randint(1, vocab, (3000, d), generator=g)
     x = nn.functional.one_hot(ids, vocab).float()
-    model = Tokens(d, vocab, ACTIVATIONS[spec.activation], 1 + spec.seed % 2)
+    model = TokenTransformer(ACTIVATIONS[spec.activation], d, vocab, 1 + spec.seed % 2)
     if spec.trained:  # ids 1-4 for, 5-8 against, 9 right before a positive id doubles it
         positive, negative = (ids <= 4), (ids >= 5) & (ids <= 8)
         boost = (ids[:, :-1] == 9) & positive[:, 1:]

@@ -168,13 +168,12 @@ def training_loss(network: nn.Module, rows: TrainingData, d: int, scale: float) 
 def moving_average(averaged: nn.Module, network: nn.Module, steps: int) -> None:
     """One step of the parameters' exponential moving average (short memory at first).
 
-    Buffers (a custom network's batch-norm statistics) are copied as they are.
+    Buffers are not averaged: :func:`train` copies them (a custom network's
+    batch-norm statistics) when it reads the average, not at every step.
     """
     decay = min(AVERAGE_DECAY, (1 + steps) / (10 + steps))
     for mean, parameter in zip(averaged.parameters(), network.parameters()):
         mean.lerp_(parameter, 1 - decay)
-    for kept, buffer in zip(averaged.buffers(), network.buffers()):
-        kept.copy_(buffer)
 
 
 def train(
@@ -222,6 +221,9 @@ def train(
             moving_average(averaged, network, optimiser.steps)
         if (epoch + 1) % check_every == 0 or epoch + 1 == epochs:
             # the average lags the network in a short fit: keep whichever is better
+            with torch.no_grad():
+                for average_buffer, buffer in zip(averaged.buffers(), network.buffers()):
+                    average_buffer.copy_(buffer)
             losses = []
             for candidate in (averaged, network):
                 candidate.eval()
