@@ -18,7 +18,12 @@ Errors are the mean over examples of ``||phi_hat - phi|| / ||phi||``.
 
 Run:  python benchmarks/amortized.py [--quick] [--sizes 3000,20000] [--images 20000]
           [--estimator permutation] [--test 200] [--test-images 100]
-          [--only tabular|images] [--models relu,tanh]
+          [--only tabular|images] [--models relu,tanh] [--device cuda]
+          [--throughput 100000]
+
+``--throughput N`` explains N fresh images with the fitted image explainer
+(in calls of ``--throughput-batch``) and prints explained images per second
+and per hour, beside the per-example default at 256 on the same device.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import argparse
 import time
 
 import torch
+from _timing import timed
 from torch import Tensor, nn
 
 from captum_graphshap import AmortizedShapley, ExactShapley, PairedKernelShap
+from captum_graphshap.amortized.networks import TabularMLP
 
 
 def correlated_inputs(count: int, d: int, seed: int, covariance_seed: int = 7) -> Tensor:
@@ -92,37 +99,58 @@ def per_feature(values: Tensor, mask: Tensor | None) -> Tensor:
     return flat[:, first]
 
 
+def spread(estimate: Tensor, exact: Tensor) -> str:
+    """The relative errors' median and the pooled error ``sum ||e|| / sum ||phi||``: the
+    mean of :func:`error` weighs examples with tiny values (a nearly blank image) most."""
+    per_example = (estimate - exact).norm(dim=1) / exact.norm(dim=1).clamp_min(1e-12)
+    pooled = (estimate - exact).norm(dim=1).sum() / exact.norm(dim=1).sum()
+    return f"{float(per_example.median()):>8.4f} {float(pooled):>8.4f}"
+
+
 def error(estimate: Tensor, exact: Tensor) -> float:
     return float(((estimate - exact).norm(dim=1) / exact.norm(dim=1).clamp_min(1e-12)).mean())
 
 
 def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tensor | None,
-            args: argparse.Namespace) -> None:  # fmt: skip
+            args: argparse.Namespace,
+            network: nn.Module | None = None) -> AmortizedShapley:  # fmt: skip
     """Fit on ``train``, explain ``test``, print the table."""
     kwargs = {"baselines": 0.0, "target": 0}
+    device = torch.device(args.device)
+    model, train, test = model.to(device), train.to(device), test.to(device)
+    mask = None if mask is None else mask.to(device)
     exact = ExactShapley(model).attribute(test, feature_mask=mask, show_progress=False, **kwargs)
     exact = per_feature(exact, mask)
     gap = (model(test)[:, 0] - model(torch.zeros_like(test[:1]))[:, 0]).detach().double()
-    explainer = AmortizedShapley(model, feature_mask=mask)
+    explainer = AmortizedShapley(model, feature_mask=mask, explainer=network)
     start = time.perf_counter()
     report = explainer.fit(
         train, budget=64, generator=torch.Generator().manual_seed(0),
         label_estimator=args.estimator, exact_examples=0, epochs=args.epochs, **kwargs,
     )  # fmt: skip
     fit_time = time.perf_counter() - start
-    start = time.perf_counter()
-    result = explainer.attribute(test, return_uncertainty=True, **kwargs)
-    amortized_time = time.perf_counter() - start
+    explainer.attribute(test[:2], **kwargs)  # warm-up (kernels, allocator)
+    results = []
+    amortized_time = timed(
+        lambda: results.append(explainer.attribute(test, return_uncertainty=True, **kwargs)),
+        device,
+    )
+    result = results[0]
     phi = per_feature(result.attributions, mask)
     lower, upper = per_feature(result.lower, mask), per_feature(result.upper, mask)
     rows = [(f"amortized (fit on {len(train)} at 64)", report.evaluations, error(phi, exact))]
+    spreads = [spread(phi, exact)]
     for budget in (64, 128, 256):
-        start = time.perf_counter()
-        default = PairedKernelShap(model).attribute(
-            test, feature_mask=mask, budget=budget, generator=torch.Generator().manual_seed(1),
-            **kwargs,
-        )  # fmt: skip
-        seconds = time.perf_counter() - start
+
+        def run_default(budget: int = budget) -> Tensor:
+            return PairedKernelShap(model).attribute(
+                test, feature_mask=mask, budget=budget,
+                generator=torch.Generator().manual_seed(1), **kwargs,
+            )  # fmt: skip
+
+        defaults: list[Tensor] = []
+        seconds = timed(lambda: defaults.append(run_default()), device)  # noqa: B023
+        default = defaults[0]
         rows.append(
             (
                 f"PairedKernelShap(budget={budget})",
@@ -130,12 +158,17 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
                 error(per_feature(default, mask), exact),
             )
         )
+        spreads.append(spread(per_feature(default, mask), exact))
         if budget == 256:
             default_time = seconds
+            args.default_per_second = len(test) / seconds
     print(f"\n== {name}: train {len(train)}, held-out test {len(test)}, labels {args.estimator}")
-    print(f"{'method':<34} {'model evaluations':>18} {'rel. error':>11}")
-    for label, cost, err in rows:
-        print(f"{label:<34} {cost:>18,} {err:>11.4f}")
+    print(
+        f"device {device}; {'method':<34} {'model evaluations':>18} {'rel. error':>11} "
+        f"{'median':>8} {'pooled':>8}"
+    )
+    for (label, cost, err), more in zip(rows, spreads):
+        print(f"{label:<34} {cost:>18,} {err:>11.4f} {more}")
     print(f"held-out RMSE against fresh labels {report.label_rmse:.3g}; fit {fit_time:.1f} s")
     print(
         f"efficiency: max |sum phi - (f(x) - f(b))| = {float((phi.sum(1) - gap).abs().max()):.2e}"
@@ -148,6 +181,36 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
     beats = rows[0][2] <= rows[1][2]
     print(
         f"amortized error <= default at 64: {beats}; <= default at 128: {rows[0][2] <= rows[2][2]}"
+    )
+    return explainer
+
+
+def image_network(kind: str) -> nn.Module | None:
+    """The image explainer to fit: None for the default (PatchCNN), else a TabularMLP."""
+    if kind == "default":
+        return None
+    hidden = {"tabular": 128, "tabular512": 512}[kind]
+    flat = patch_mask().reshape(-1)
+    return TabularMLP(flat, torch.zeros(flat.numel()), 16, 1, hidden=hidden)
+
+
+def throughput(explainer: AmortizedShapley, count: int, batch: int, device: torch.device,
+               default_per_second: float) -> None:  # fmt: skip
+    """Explained images per second and per hour, ``count`` fresh stroke images."""
+    images = stroke_images(count, seed=13).to(device)
+    kwargs = {"baselines": 0.0, "target": 0}
+    explainer.attribute(images[:batch], **kwargs)  # warm-up at the call size
+
+    def explain_all() -> None:
+        for start in range(0, count, batch):
+            explainer.attribute(images[start : start + batch], **kwargs)
+
+    seconds = timed(explain_all, device)
+    print(
+        f"throughput on {device}: {count:,} images in calls of {batch:,}: {seconds:.2f} s, "
+        f"{count / seconds:,.0f} images/s = {3600 * count / seconds:,.0f} images/hour "
+        f"(PairedKernelShap(budget=256): {default_per_second:,.1f} images/s, "
+        f"{3600 * default_per_second:,.0f} images/hour)"
     )
 
 
@@ -162,8 +225,18 @@ def main() -> None:
     parser.add_argument("--only", default="", help="tabular or images")
     parser.add_argument("--models", default="relu,tanh", help="tabular models to run")
     parser.add_argument("--epochs", type=int, default=None, help="None: the fit's default")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--throughput", type=int, default=0, help="images explained for speed")
+    parser.add_argument("--throughput-batch", type=int, default=4096)
+    parser.add_argument(
+        "--image-explainers",
+        default="default",
+        help="comma-separated: default (PatchCNN), tabular (the tabular ensemble over the "
+        "256 pixels), tabular512 (its members 512 wide)",
+    )
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    if args.device == "cpu":
+        torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.quick:
         sizes, args.images, args.test, args.test_images = [1000], 1000, 50, 20
@@ -179,9 +252,14 @@ def main() -> None:
     if args.only in ("", "images"):
         model = random_cnn(303)
         test = stroke_images(min(args.test, args.test_images), seed=5)
-        compare(
-            "image patches CNN", model, stroke_images(args.images, seed=9), test, patch_mask(), args
-        )
+        train = stroke_images(args.images, seed=9)
+        for kind in args.image_explainers.split(","):
+            network = image_network(kind)
+            name = f"image patches CNN, explainer {kind}"
+            explainer = compare(name, model, train, test, patch_mask(), args, network)
+        if args.throughput:
+            throughput(explainer, args.throughput, args.throughput_batch,
+                       torch.device(args.device), args.default_per_second)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@
 #   bash benchmarks/gpu.sh --quick [TABLE.md]        # under 8 minutes on one H100/H200
 #   GPU_TABLE=$OUT/gpu.md bash benchmarks/gpu.sh --quick
 #   bash benchmarks/gpu.sh                           # Captum's LLM run at every ordering
+#   bash benchmarks/gpu.sh --no-llm [TABLE.md]       # tests, defaults, amortized: ~5 minutes
 #
 # The table goes to the argument, else $GPU_TABLE, else benchmarks/gpu_results/gpu.md;
 # each step's full output goes next to it (gpu_tests.log, gpu_defaults.log,
-# gpu_llm.log). It is headed by the device, torch and CUDA versions and the date, then:
+# gpu_amortized.log, gpu_llm.log). It is headed by the device, torch and CUDA versions and the date, then:
 # method, examples, rows, s, rows/s, share of bare forward, Captum at the same
 # evaluations, peak GiB; the tests' summary and the LLM script's ratios follow it.
 #
@@ -16,18 +17,22 @@
 # installed one. Python packages the image lacks (captum, transformers, torchvision,
 # pytest, ...) are installed from wheels in .whl/ at the repository root
 # (pip --no-index --find-links .whl); without them it stops, naming what is missing.
-# Every step has a time limit (tests 100 s, resnet18 120 s, LLM 240 s) so the whole
-# run stays under 8 minutes; a step that fails or times out is reported in the table
-# and the others still run.
+# Every step has a time limit (tests 100 s, resnet18 150 s, amortized 200 s, LLM
+# 240 s); a step that fails or times out is reported in the table and the others
+# still run. The resnet18 step profiles each default below 0.9 of the bare forward
+# (torch.profiler, in gpu_defaults.log); the amortized step fits the image explainer
+# on 20,000 images at 64 evaluations each and explains 200,000 images for throughput.
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=""
+llm=1
 out="${GPU_TABLE:-}"
 for arg in "$@"; do
     case "$arg" in
         --quick) quick="--quick" ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        --no-llm) llm=0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) out="$arg" ;;
     esac
 done
@@ -93,15 +98,25 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $logs/gpu_NAM
 }
 
 step tests 100 $PY -m pytest -m cuda -ra -q -p no:cacheprovider tests/test_cuda.py
-step defaults 120 $PY benchmarks/gpu_defaults.py --device cuda --table "$out"
-step llm 240 $PY benchmarks/llm_scale.py --device cuda $quick --table "$out"
+step defaults 150 $PY benchmarks/gpu_defaults.py --device cuda --profile 0.9 --table "$out"
+step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --images 20000 \
+    --test-images 100 --throughput 200000
+[ "$llm" = 1 ] && step llm 240 $PY benchmarks/llm_scale.py --device cuda $quick --table "$out"
 
 {
     echo
     echo "CUDA tests (tests/test_cuda.py): $(tail -n 1 "$logs/gpu_tests.log")"
     echo
-    grep -E "bare forward|token-by-token|Captum LLMAttribution|faster at equal|-token prompt:|Captum (sampling|kernel)" \
+    grep -E "bare forward|token-by-token|Captum LLMAttribution|faster at equal|-token prompt:|Captum (sampling|kernel)|cross_contributions|device busy" \
         "$logs/gpu_defaults.log" "$logs/gpu_llm.log" 2>/dev/null | sed 's/^[^:]*gpu_/- gpu_/'
+    if [ -f "$logs/gpu_amortized.log" ]; then
+        echo
+        echo "Amortized image explainer (benchmarks/amortized.py --only images --device cuda):"
+        echo
+        echo '```'
+        grep -vE "Warning|warn|^ *exact = |^$" "$logs/gpu_amortized.log" | tail -n 16
+        echo '```'
+    fi
     if [ -n "${failures:-}" ]; then echo; echo -e "Failed steps:${failures}"; fi
 } >> "$out"
 echo "== table: $out"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import captum_graphshap as cg
-from captum_graphshap.engine import batching
+from captum_graphshap.engine import batching, call_sizes
 from captum_graphshap.engine.plan import MemberCoalitions
 from captum_graphshap.graphs import GridGraph, LineGraph
 from captum_graphshap.plans import stencils
@@ -84,6 +84,67 @@ def test_automatic_calls_grow_while_faster_and_settle(monkeypatch):
     fixed = Recorder(12)
     reference = cg.ExactShapley(fixed).attribute(x, target=0, perturbations_per_eval=2**12)
     assert torch.allclose(phi, reference, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::captum_graphshap.engine.batching.CostForecast")
+def test_later_runs_on_the_same_model_start_at_the_size_found(monkeypatch):
+    """A settled size is remembered per model and row layout: the next call (or the
+    next plan of a method) starts there, without probing; another model does not."""
+    monkeypatch.setattr(batching, "START_ELEMENTS_PER_CALL", 12 * 8)
+    monkeypatch.setattr(batching, "_Clock", ModelClock(fixed=1e-3, per_row=1e-5, best=256))
+    call_sizes.forget_all()
+    model, x = Recorder(12), torch.rand(2, 12)
+    first = cg.ExactShapley(model).attribute(x, target=0, show_progress=False)
+    assert model.sizes[:2] == [8, 8]  # 4 coalitions of two examples
+    model.sizes.clear()
+    again = cg.ExactShapley(model).attribute(x[:1], target=0, show_progress=False)
+    # the clock is per unit: 256 units of two examples were fastest, 512 rows
+    assert set(model.sizes[:-1]) == {512}  # rows per call, for one example as for two
+    torch.testing.assert_close(again, first[:1])
+    other = Recorder(12)
+    cg.ExactShapley(other).attribute(x[:1], target=0, show_progress=False)
+    assert other.sizes[:2] == [8, 8]
+
+
+@pytest.mark.filterwarnings("ignore::captum_graphshap.engine.batching.CostForecast")
+def test_a_run_that_ran_out_of_work_leaves_a_size_to_grow_from(monkeypatch):
+    monkeypatch.setattr(batching, "START_ELEMENTS_PER_CALL", 12 * 8)
+    monkeypatch.setattr(batching, "_Clock", ModelClock(fixed=1e-3, per_row=1e-5, best=256))
+    call_sizes.forget_all()
+    model, x = Recorder(12), torch.rand(1, 12)
+    pairs = (torch.arange(12) // 2)[None]  # 6 features: 64 rows, too few to finish probing
+    cg.ExactShapley(model).attribute(x, target=0, feature_mask=pairs, show_progress=False)
+    assert max(model.sizes) < 256
+    grown_to = max(model.sizes)
+    model.sizes.clear()
+    cg.ExactShapley(model).attribute(x, target=0, show_progress=False)
+    assert model.sizes[0] >= grown_to and 256 in model.sizes  # growth goes on from there
+
+
+def test_a_model_that_is_gone_leaves_nothing_behind():
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    call_sizes.forget_all()
+    model, x = Model(), torch.rand(2, 3)
+    key = call_sizes.sizing_key(model, x.device, (x,))
+    call_sizes.remember(key, call_sizes.LearntSize(64, final=True))
+    assert call_sizes.recall(key) == call_sizes.LearntSize(64, final=True)
+    call_sizes.remember(key, call_sizes.LearntSize(512, final=False))  # a lower bound
+    assert call_sizes.recall(key) == call_sizes.LearntSize(64, final=True)
+    assert call_sizes.recall(call_sizes.sizing_key(model, x.device, (x.double(),))) is None
+    del model
+    assert call_sizes.recall(key) is None  # its weak reference is dead
+    assert call_sizes.sizing_key(lambda v: v, x.device, (x,)) is not None
+
+    class Slotted:  # an object without weak references: not remembered
+        __slots__ = ()
+
+        def __call__(self, v: torch.Tensor) -> torch.Tensor:
+            return v
+
+    assert call_sizes.sizing_key(Slotted(), x.device, (x,)) is None
 
 
 class NoisyClock(ModelClock):

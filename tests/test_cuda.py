@@ -7,6 +7,7 @@ Every test here is marked ``cuda`` and is skipped, with the reason shown by
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 
@@ -239,3 +240,112 @@ def test_automatic_batching_adds_no_sync_per_chunk():
         lambda: explainer.attribute(x, target=0, perturbations_per_eval=4096, show_progress=False)
     )
     assert syncs <= fixed + 2, (syncs, fixed)  # mem_get_info at the start, nothing per chunk
+
+
+# ------------------------------------------------------------ paths added since the last GPU run
+
+
+def test_labels_of_the_amortized_explainer_give_the_cpu_result_on_the_gpu():
+    """Permutation labels (permutation_fill's orderings) and the default kernel labels:
+    coalitions drawn on the host and moved, so the GPU's labels are the CPU's."""
+    from captum_graphshap.amortized.labels import sampled_labels
+
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for estimator, budget in (("permutation", 19), ("kernel", 24)):
+        labels = {}
+        for device in ("cpu", "cuda"):
+            game, _ = prepare_game(mlp(7, outputs=1).to(device), x.to(device), 0.0, 0)
+            out = sampled_labels(game, estimator, budget, torch.Generator().manual_seed(0))
+            assert out.device.type == device
+            labels[device] = out.cpu()
+        torch.testing.assert_close(labels["cuda"], labels["cpu"], atol=1e-9, rtol=0)
+
+
+def test_amortized_explainer_fits_and_explains_on_the_gpu():
+    """Fit on the GPU: outputs there, sums equal to the output gap, an error against
+    exact values like the CPU fit's (training rounds apart on the two devices), and a
+    state saved on the GPU explains on the CPU."""
+    d = 6
+    x = torch.randn(800, d, generator=torch.Generator().manual_seed(0))
+    test = torch.randn(40, d, generator=torch.Generator().manual_seed(5))
+    errors, explainers = {}, {}
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, 1)).eval().to(device)
+        explainer = cg.AmortizedShapley(model)
+        explainer.fit(
+            x.to(device), baselines=0.0, target=0, budget=16, epochs=20,
+            generator=torch.Generator().manual_seed(0),
+        )  # fmt: skip
+        phi = explainer.attribute(test.to(device))
+        assert phi.device.type == device
+        gap = model(test.to(device))[:, 0] - model(torch.zeros(1, d, device=device))[:, 0]
+        torch.testing.assert_close(phi.sum(1), gap.detach(), atol=1e-5, rtol=0)
+        exact = cg.ExactShapley(model).attribute(test.to(device), baselines=0.0, target=0)
+        errors[device] = float(((phi - exact).norm(dim=1) / exact.norm(dim=1)).mean())
+        explainers[device] = (explainer, model)
+    assert errors["cuda"] < 1.5 * errors["cpu"] + 0.02, errors
+    explainer, model = explainers["cuda"]
+    on_cpu = cg.AmortizedShapley(copy.deepcopy(model).cpu())
+    on_cpu.load_state_dict(explainer.state_dict())
+    torch.testing.assert_close(
+        on_cpu.attribute(test), explainer.attribute(test.to(CUDA)).cpu(), atol=1e-5, rtol=0
+    )
+
+
+@pytest.mark.parametrize("budget", [9, 40])
+def test_budgeted_owen_walk_for_every_output_gives_the_cpu_result_on_the_gpu(budget):
+    """Without a target, one budgeted walk (exact and sampled splits) serves every output."""
+    d = 12
+    x = torch.randn(3, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    hierarchy = [[0, 1], list(range(2, 8)), [[8, 9], [10, 11]]]
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = mlp(d, outputs=3).to(device)
+        out = cg.OwenValue(model).attribute(
+            x.to(device), target=None, hierarchy=hierarchy, budget=budget,
+            generator=torch.Generator().manual_seed(0),
+        )  # fmt: skip
+        assert out.device.type == device and out.shape == (3, 3, d)
+        gap = model(x.to(device)) - model(torch.zeros(1, d, dtype=x.dtype, device=device))
+        torch.testing.assert_close(out.sum(-1), gap.detach(), atol=1e-9, rtol=0)
+        results[device] = out.cpu()
+    torch.testing.assert_close(results["cuda"], results["cpu"], atol=1e-9, rtol=0)
+
+
+def test_blockwise_prefix_path_gives_the_one_pass_scores_on_the_gpu(monkeypatch):
+    """A permutation sampler's nested prompts, scored block by block on shared caches
+    (cheap blocks, so that the path is taken), against one pass and the CPU."""
+    pytest.importorskip("transformers")
+    from captum_graphshap.llm import LLMShapley
+    from captum_graphshap.llm import prefix_cache as pc
+
+    from .test_llm_prefix_cache import llama, nested_prompts
+
+    monkeypatch.setattr(pc, "BLOCK_COST_TOKENS", {"cpu": 16, "cuda": 16})
+    taken: list[int] = []
+    monkeypatch.setattr(
+        pc,
+        "prefix_class_scores",
+        lambda *args, _run=pc.prefix_class_scores: taken.append(1) or _run(*args),
+    )
+    prompts = nested_prompts(64, 2, seed=3)
+    target = torch.tensor([3, 4, 5])
+    scores = {}
+    for device in ("cpu", "cuda"):
+        model = llama(dtype=torch.float64).to(device)
+        explainer = LLMShapley(cg.LShapley(model), None)
+        with torch.no_grad():
+            shared = pc.shared_prefix_scores(
+                model, prompts.to(device), target.to(device), explainer._answer_scores
+            )
+            plain = explainer._score_in_one_pass(
+                prompts.to(device), target.to(device), share_prefix=False
+            )
+        assert shared is not None and shared.device.type == device
+        torch.testing.assert_close(shared, plain, atol=1e-9, rtol=0)
+        scores[device] = shared.cpu()
+    assert taken
+    # the devices differ at 6e-8 (H100): Llama's rotary angles are float32 even in a
+    # float64 model, and the GPU's sin/cos round apart from the CPU's
+    torch.testing.assert_close(scores["cuda"], scores["cpu"], atol=1e-6, rtol=0)

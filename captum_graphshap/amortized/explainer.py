@@ -268,7 +268,7 @@ class AmortizedShapley(PerturbationAttribution):
         check_inputs_match(settings, tensors)
         if baselines is None:
             baselines = fitting.baselines_argument(settings, tensors)
-        mask = fitting.mask_argument(settings) if feature_mask is None else feature_mask
+        mask = fitting.mask_argument(settings, tensors) if feature_mask is None else feature_mask
         game_target, columns = fitting.target_argument(settings, target, tensors[0].shape[0])
         game, is_tuple = prepare_game(self.forward_func, inputs, baselines, game_target, None, mask)
         check_game_matches(settings, game)

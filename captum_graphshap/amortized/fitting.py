@@ -366,9 +366,10 @@ def baselines_argument(settings: FitSettings, tensors: tuple[Tensor, ...]) -> An
     return baselines if len(baselines) > 1 else baselines[0]
 
 
-def mask_argument(settings: FitSettings) -> Any:
-    """The fit's feature masks, as ``feature_mask=`` takes them."""
-    masks = tuple(settings.masks)
+def mask_argument(settings: FitSettings, tensors: tuple[Tensor, ...]) -> Any:
+    """The fit's feature masks (kept on the host), on the inputs' device, as
+    ``feature_mask=`` takes them."""
+    masks = tuple(m.to(t.device) for m, t in zip(settings.masks, tensors))
     return masks if len(masks) > 1 else masks[0]
 
 

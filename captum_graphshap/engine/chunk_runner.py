@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from .batching import Pacer, bytes_per_row
+from .call_sizes import sizing_key
 from .dedup import RowSource
 from .features import FeatureMasks
 from .output_modes import AggregatedOutput, MultipleOutputs, Probe
@@ -46,6 +47,9 @@ class ChunkedGame(Protocol):
     one_unit_per_call: bool
     units_after_oom: int | None
     probe: Probe
+
+    @property
+    def forward_func(self) -> Callable[..., Any]: ...
 
     @property
     def batch_size(self) -> int: ...
@@ -118,6 +122,7 @@ class ChunkRun:
             device=game.device,
             show_progress=show_progress,
             desc=desc,
+            sizing=sizing_key(game.forward_func, game.device, game.inputs),
         )
         if game.units_after_oom is not None:
             pacer.limit(game.units_after_oom)

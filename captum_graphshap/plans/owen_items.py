@@ -56,7 +56,9 @@ class Items:
         return (self.high - self.low) * self.weight[:, None]
 
     def select(self, keep: Tensor) -> Items:
-        return Items(*(t[keep] for t in self.fields()))
+        # one nonzero (one host sync on a GPU) for all six fields, not one per field
+        index = torch.nonzero(keep)[:, 0] if keep.dtype == torch.bool else keep
+        return Items(*(t.index_select(0, index) for t in self.fields()))
 
     def fields(self) -> tuple[Tensor, ...]:
         return (self.example, self.node, self.context, self.low, self.high, self.weight)

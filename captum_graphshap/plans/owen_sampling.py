@@ -135,7 +135,7 @@ def orderings_within(keys: Tensor, rows: Tensor, k: int, seed: int) -> OrderingD
     index = torch.arange(draw.owner.shape[0], device=keys.device) - first[draw.owner]
     left = rows - spent_whole
     partial = (index == kept[draw.owner]) & (left[draw.owner] > 0)
-    keep = whole | partial
+    keep = torch.nonzero(whole | partial)[:, 0]  # one host sync for the three selections
     owner = draw.owner[keep]
     prefixes = torch.where(partial[keep], left[owner].clamp(max=per), per)
     mass = prefixes.to(torch.float64)
