@@ -348,3 +348,69 @@ def test_the_tabular_ensemble_is_the_mean_of_members_fitted_one_by_one():
     assert torch.allclose(training_loss(network, rows, 5, 1.0), torch.stack(each).mean())
     mean_loss = ((normalised(members.mean(0).double(), gaps) - labels) ** 2).mean()
     assert not torch.allclose(training_loss(network, rows, 5, 1.0), mean_loss)
+
+
+def test_shapley_labels_are_the_fits_draws_in_captum_shapes():
+    from captum_graphshap.amortized import ShapleyLabels
+
+    model = small_mlp(outputs=3)
+    x = data(6)
+    game, _ = prepare_game(model, x, 0.0, 1)
+    expected = sampled_labels(game, "kernel", 16, torch.Generator().manual_seed(0))[..., 0]
+    labels = ShapleyLabels(model).attribute(
+        x, baselines=0.0, target=1, budget=16, generator=torch.Generator().manual_seed(0)
+    )
+    torch.testing.assert_close(labels.double(), expected, atol=1e-6, rtol=0)
+    gap = model(x)[:, 1] - model(torch.zeros(1, 5))[:, 1]
+    torch.testing.assert_close(labels.sum(1), gap.detach(), atol=1e-5, rtol=0)
+    # every output at once: (N, outputs, d), the same draws for each
+    every = ShapleyLabels(model).attribute(
+        x, baselines=0.0, budget=16, return_input_shape=False,
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert every.shape == (6, 3, 5)
+    torch.testing.assert_close(every[:, 1], labels, atol=1e-6, rtol=0)
+    counted = Counting(model)
+    with pytest.raises(ValueError, match="at least 12"):
+        ShapleyLabels(counted).attribute(x, target=0, budget=5)
+    with pytest.raises(ValueError, match="not both"):
+        ShapleyLabels(counted).attribute(x, target=0, budget=16, n_samples=16)
+    assert counted.rows == 0
+
+
+def test_fit_trains_on_labels_made_elsewhere_without_labelling_again():
+    from captum_graphshap.amortized import ShapleyLabels
+
+    model = Counting(small_mlp())
+    x = data(300)
+    labels = ShapleyLabels(model).attribute(
+        x, baselines=0.0, target=0, budget=12, return_input_shape=False,
+        generator=torch.Generator().manual_seed(1),
+    )  # fmt: skip
+    model.rows = 0
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(
+        x, baselines=0.0, target=0, budget=12, epochs=30, labels=labels,
+        generator=torch.Generator().manual_seed(0), exact_examples=0,
+    )  # fmt: skip
+    # no example labelled again: the probe, the gaps and the report only
+    assert model.rows < 3 * len(x)
+    assert report.evaluations >= 12 * len(x)
+    test = data(40, seed=5)
+    exact = ExactShapley(model).attribute(test, baselines=0.0, target=0)
+    relative = ((explainer.attribute(test) - exact).norm(dim=1) / exact.norm(dim=1)).mean()
+    assert float(relative) < 0.2
+    # wrong labels are refused before any model call
+    model.rows = 0
+    for bad, error in (
+        (labels[:-1], ValueError),
+        (labels[:, :-1], ValueError),
+        (labels.long(), TypeError),
+        (torch.full_like(labels, float("nan")), ValueError),
+    ):
+        with pytest.raises(error, match="labels"):
+            AmortizedShapley(model).fit(x, baselines=0.0, target=0, budget=12, labels=bad)
+    assert model.rows == 0
+    # one output's labels for a fit of every output
+    with pytest.raises(ValueError, match="output"):
+        AmortizedShapley(model).fit(x, baselines=0.0, budget=12, labels=labels)

@@ -440,3 +440,37 @@ def test_verification_keeps_sound_shards_and_names_why_others_go(tmp_path):
     written_on_disk(tmp_path / "again", model, x, target=1)
     kept, damaged = verify_shards(tmp_path / "again", settings, ids[::-1], run, explainer)
     assert damaged == {s: "other ids than the examples of its positions" for s in range(4)}
+
+
+def test_amortized_labels_made_on_ray_actors_train_the_explainer(ray_session, tmp_path):
+    """AmortizedShapley's labels on two actors (ShapleyLabels through explain_dataset),
+    to the last bit those of one process with the documented seeds, then fit on them."""
+    from captum_graphshap.amortized import ShapleyLabels
+
+    model = make_model()
+    x, _ = make_data()
+    target = torch.zeros(N, dtype=torch.long)
+    options = {"budget": 16, "return_input_shape": False, "baselines": 0.0}
+    explain_dataset(
+        lambda device: ShapleyLabels(model.to(device)),
+        TensorDataset(x, target),
+        tmp_path,
+        attribute_kwargs=options,
+        shard_size=SHARD,
+        batch_size=BATCH,
+        seed=7,
+        num_actors=2,
+    )
+    labels = read_explanations(tmp_path)["attributions"]
+    expected = torch.cat(single_process(ShapleyLabels(model), x, target, seed=7, **options))
+    assert torch.equal(labels, expected)
+    explainer = cg.AmortizedShapley(model)
+    validation = torch.randn(30, D, generator=torch.Generator().manual_seed(3))
+    report = explainer.fit(
+        x, baselines=0.0, target=0, budget=16, labels=labels, validation=validation,
+        epochs=5, generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert report.examples == N
+    phi = explainer.attribute(x)
+    gap = (model(x) - model(torch.zeros(1, D)))[:, 0]
+    torch.testing.assert_close(phi.sum(1), gap.detach(), atol=1e-5, rtol=0)

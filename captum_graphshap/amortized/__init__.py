@@ -5,12 +5,15 @@ example in one forward pass (``attribute``); see docs/guide/amortized.md.
 Modules: :mod:`.labels` (unbiased labels from the engine's plans),
 :mod:`.networks` (default explainers), :mod:`.training` (the loop),
 :mod:`.conformal` (intervals, spot checks), :mod:`.fitting` (the fit's
-steps), :mod:`.report` (the fit report), :mod:`.explainer` (the class).
+steps), :mod:`.report` (the fit report), :mod:`.explainer` (the class),
+:mod:`.label_attribution` (:class:`ShapleyLabels`: the fit's labels as an
+attribution method, to make them on Ray actors and pass ``fit(labels=...)``).
 """
 
 from __future__ import annotations
 
 from .explainer import AmortizedShapley, NotFittedError
+from .label_attribution import ShapleyLabels
 from .report import FitReport
 
-__all__ = ["AmortizedShapley", "FitReport", "NotFittedError"]
+__all__ = ["AmortizedShapley", "FitReport", "NotFittedError", "ShapleyLabels"]

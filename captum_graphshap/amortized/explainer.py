@@ -114,6 +114,7 @@ class AmortizedShapley(PerturbationAttribution):
         label_estimator: str = "kernel",
         confidence: float = 0.9,
         exact_examples: int = 64,
+        labels: Tensor | None = None,
     ) -> FitReport:
         """Make labels with the engine and train the explainer on them.
 
@@ -162,6 +163,15 @@ class AmortizedShapley(PerturbationAttribution):
                 coverage: at most half the held-out examples, and at most as
                 many as the labels' evaluations would buy, so the check
                 never costs more than the fit; 0 skips it.
+            labels: the training labels, made elsewhere, one row per example
+                of ``train`` in its order: what
+                :class:`~.label_attribution.ShapleyLabels` gives with
+                ``return_input_shape=False`` (``(N, d)``, or ``(N, outputs, d)``
+                for every output), for instance on Ray actors through
+                :func:`~captum_graphshap.distributed.explain_dataset`. Give the
+                ``budget`` and ``label_estimator`` they were made with: the
+                report counts ``budget`` evaluations per labelled example.
+                ``validation`` examples, if given, are labelled here.
 
         Returns:
             A :class:`FitReport`; also kept as ``self.report``.
@@ -178,6 +188,7 @@ class AmortizedShapley(PerturbationAttribution):
         plan = fitting.prepare_fit(
             self.forward_func, self.feature_mask, train, baselines, target, validation, generator
         )
+        given = fitting.checked_labels(labels, plan)
         needed = minimum_evaluations(label_estimator, plan.num_features)
         if budget < needed and 2**plan.num_features > budget:
             raise ValueError(
@@ -187,7 +198,7 @@ class AmortizedShapley(PerturbationAttribution):
         with model_state_kept(self.forward_func):
             result = fitting.fit(
                 self.forward_func, plan, self.explainer, budget, epochs, generator,
-                bool(show_progress), label_estimator, confidence, exact_examples,
+                bool(show_progress), label_estimator, confidence, exact_examples, given,
             )  # fmt: skip
         self.explainer, self.settings, self.report = result
         return self.report

@@ -41,6 +41,10 @@ class FitPlan:
     fixed_target: Any
     masks: list[Tensor]
     backgrounds: list[Tensor]
+    #: rows of ``train`` (the argument) trained on and held out (None: ``validation``
+    #: given): where ``fit(labels=...)``'s rows go
+    train_index: Tensor
+    held_index: Tensor | None
 
 
 def prepare_fit(
@@ -101,7 +105,37 @@ def prepare_fit(
         train_part, held, train_target, held_target, baselines, feature_mask,
         probe.num_features, mode, target if mode == "fixed" else None,
         [m.cpu() for m in probe.features.masks], backgrounds,
+        train_index, held_index if validation is None else None,
     )  # fmt: skip
+
+
+def checked_labels(labels: Any, plan: FitPlan) -> Tensor | None:
+    """``fit(labels=...)`` as ``(N, d, K)`` float64 on the training inputs' device, checked
+    against the plan (no model call); None when none were given.
+
+    Taken as :class:`~.label_attribution.ShapleyLabels` gives them with
+    ``return_input_shape=False``: ``(N, d)``, or ``(N, K, d)`` for every output.
+    """
+    if labels is None:
+        return None
+    if not isinstance(labels, Tensor) or not labels.is_floating_point():
+        raise TypeError(
+            "labels must be a floating tensor of per-feature values, (N, d) or (N, outputs, "
+            "d), as ShapleyLabels(model).attribute(train, ..., return_input_shape=False) "
+            f"gives them; got {type(labels).__name__}."
+        )
+    count = len(plan.train_index) + (0 if plan.held_index is None else len(plan.held_index))
+    d = plan.num_features
+    if labels.dim() not in (2, 3) or labels.shape[0] != count or labels.shape[-1] != d:
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)}, but train has {count} examples of "
+            f"d = {d} features: pass ({count}, {d}), or ({count}, outputs, {d}) for every "
+            "output (ShapleyLabels(...).attribute(train, ..., return_input_shape=False))."
+        )
+    if not bool(torch.isfinite(labels).all()):
+        raise ValueError("labels hold NaN or infinite values; make them again.")
+    per_output = labels[:, None] if labels.dim() == 2 else labels
+    return per_output.transpose(1, 2).to(plan.train[0].device, torch.float64)
 
 
 def target_mode(target: Any, count: int) -> str:
@@ -233,8 +267,10 @@ def fit(
     estimator: str,
     confidence: float,
     exact_examples: int,
+    labels: Tensor | None = None,
 ) -> tuple[nn.Module, FitSettings, FitReport]:
-    """Label, train, calibrate and report (``AmortizedShapley.fit``'s work)."""
+    """Label (or take ``labels``, :func:`checked_labels`), train, calibrate and report
+    (``AmortizedShapley.fit``'s work)."""
     seed = network_seed(generator)
     if explainer is not None:  # a custom network's shape, before any model call
         make_network(explainer, plan, 1, seed)
@@ -242,12 +278,26 @@ def fit(
     columns = network_columns(plan, shape)
     network = make_network(explainer, plan, columns, seed)
     check_columns(network, plan, columns)
-    train_labels, train_cost = label_split(
-        model, plan, plan.train, plan.train_target, budget, estimator, generator, show_progress
-    )
-    held_labels, held_cost = label_split(
-        model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
-    )
+    if labels is not None and labels.shape[2] != columns:
+        raise ValueError(
+            f"labels hold {labels.shape[2]} output(s) per feature, but the fit explains "
+            f"{columns} (target {'fixed' if columns == 1 else 'None: every output'})."
+        )
+    if labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
+        train_labels = labels[plan.train_index.to(labels.device)]
+        train_cost = budget * len(train_labels)
+    else:
+        train_labels, train_cost = label_split(
+            model, plan, plan.train, plan.train_target, budget, estimator, generator,
+            show_progress,
+        )  # fmt: skip
+    if labels is not None and plan.held_index is not None:
+        held_labels = labels[plan.held_index.to(labels.device)]
+        held_cost = budget * len(held_labels)
+    else:
+        held_labels, held_cost = label_split(
+            model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
+        )
     train_data = training_data(plan.train, train_labels, plan.train_target, plan.target_mode)
     held_data = training_data(plan.held, held_labels, plan.held_target, plan.target_mode)
     epochs = default_epochs(len(train_data)) if epochs is None else epochs
