@@ -29,6 +29,7 @@ and per hour, beside the per-example default at 256 on the same device.
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 
 import torch
@@ -185,10 +186,35 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
     return explainer
 
 
-def image_network(kind: str) -> nn.Module | None:
-    """The image explainer to fit: None for the default (PatchCNN), else a TabularMLP."""
+class TrunkExplainer(nn.Module):
+    """ViT-Shapley's idea on a CNN: a copy of the explained model's convolutions,
+    fine-tuned, whose 4 x 4 map has one position per patch; an MLP over every
+    patch's channels; the root mean square of each patch's pixels as the gate."""
+
+    def __init__(self, model: nn.Module, d: int = 16) -> None:
+        super().__init__()
+        self.trunk = copy.deepcopy(model[:6]).train()  # to the second pooling: (N, 16, 4, 4)
+        self.head = nn.Sequential(
+            nn.Linear(16 * d, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, d)
+        )
+        self.register_buffer(
+            "pooling", (patch_mask().reshape(-1) == torch.arange(d)[:, None]).float() / 16
+        )
+
+    def forward(self, image: Tensor) -> Tensor:
+        maps = self.trunk(image).flatten(2)  # (N, 16 channels, 16 positions = patches)
+        gate = (image.flatten(1).pow(2) @ self.pooling.T).sqrt()
+        return self.head(maps.flatten(1)) * gate
+
+
+def image_network(kind: str, model: nn.Module | None = None) -> nn.Module | None:
+    """The image explainer to fit: None for the default (PatchCNN), else a TabularMLP or
+    a copy of the model's convolutions (``trunk``)."""
     if kind == "default":
         return None
+    if kind == "trunk":
+        assert model is not None
+        return TrunkExplainer(model)
     hidden = {"tabular": 128, "tabular512": 512}[kind]
     flat = patch_mask().reshape(-1)
     return TabularMLP(flat, torch.zeros(flat.numel()), 16, 1, hidden=hidden)
@@ -232,7 +258,8 @@ def main() -> None:
         "--image-explainers",
         default="default",
         help="comma-separated: default (PatchCNN), tabular (the tabular ensemble over the "
-        "256 pixels), tabular512 (its members 512 wide)",
+        "256 pixels), tabular512 (its members 512 wide), trunk (a fine-tuned copy of the "
+        "model's convolutions)",
     )
     args = parser.parse_args()
     if args.device == "cpu":
@@ -254,7 +281,7 @@ def main() -> None:
         test = stroke_images(min(args.test, args.test_images), seed=5)
         train = stroke_images(args.images, seed=9)
         for kind in args.image_explainers.split(","):
-            network = image_network(kind)
+            network = image_network(kind, model)
             name = f"image patches CNN, explainer {kind}"
             explainer = compare(name, model, train, test, patch_mask(), args, network)
         if args.throughput:

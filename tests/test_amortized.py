@@ -65,6 +65,29 @@ def test_sums_match_the_output_gap_exactly(mlp_explainer):
     torch.testing.assert_close(phi.sum(dim=1), gap, atol=1e-5, rtol=0)
 
 
+def test_features_at_their_baseline_get_exactly_zero(mlp_explainer):
+    """A feature equal to its baseline is a dummy (its Shapley value is 0): it gets 0,
+    and the normalisation spreads the residual over the other features only."""
+    model, explainer = mlp_explainer
+    x = data(7, seed=3)
+    x[:, 1] = 0.0  # every example: feature 1 at the baseline
+    x[2, 3:] = 0.0  # example 2: features 3 and 4 too
+    x[5] = 0.0  # example 5: all of them
+    phi = explainer.attribute(x)
+    assert bool((phi[:, 1] == 0).all()) and bool((phi[2, 3:] == 0).all())
+    assert bool((phi[5] == 0).all())
+    with torch.no_grad():
+        gap = model(x)[:, 0] - model(torch.zeros(1, 5))[:, 0]
+    torch.testing.assert_close(phi.sum(dim=1), gap, atol=1e-5, rtol=0)
+    exact = ExactShapley(model).attribute(x, baselines=0.0, target=0)
+    assert bool((exact[:, 1].abs() < 1e-6).all())  # the exact values agree: dummies
+    result = explainer.attribute(x, return_uncertainty=True)
+    assert bool((result.lower[:, 1] == 0).all() and (result.upper[:, 1] == 0).all())
+    off = torch.arange(7) != 5  # example 5 is the baseline itself: nothing to bound
+    assert bool((result.upper[off, 0] > result.lower[off, 0]).all())
+    assert bool((result.upper[5] == 0).all())
+
+
 def test_intervals_and_spot_checks_come_as_named_fields(mlp_explainer):
     _, explainer = mlp_explainer
     x = data(6, seed=4)

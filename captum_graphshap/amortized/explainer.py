@@ -22,7 +22,7 @@ from .labels import LABEL_ESTIMATORS, gaps, minimum_evaluations, sampled_labels
 from .networks import build_network, network_config
 from .report import FitReport
 from .settings import FitSettings, check_game_matches, check_inputs_match
-from .training import network_values, normalised
+from .training import active_features, network_values, normalised
 
 
 class NotFittedError(ValueError):
@@ -256,12 +256,17 @@ class AmortizedShapley(PerturbationAttribution):
             )
         game, is_tuple, columns = self._game(settings, inputs, baselines, target, feature_mask)
         shared = settings.target_mode == "fixed" or target is None or is_int(target)
+        baselines_of_game = tuple(b[0] for b in game.backgrounds)
+        active = active_features(
+            game.inputs, baselines_of_game, game.features.masks, game.num_features
+        )
         with model_state_kept(self.forward_func):
-            phi = self._explain(settings, game.inputs, gaps(game, shared), columns)
+            phi = self._explain(settings, game, gaps(game, shared), columns, active)
             spot = None
             if spot_check is not None:
                 spot = sampled_labels(game, "permutation", spot_check, generator)
-        return self._pack(settings, game, is_tuple, phi, return_uncertainty, spot, spot_check)
+        intervals = active if return_uncertainty else None
+        return self._pack(settings, game, is_tuple, phi, intervals, spot, spot_check)
 
     def _fitted(self) -> FitSettings:
         if self.settings is None or self.explainer is None:
@@ -295,17 +300,19 @@ class AmortizedShapley(PerturbationAttribution):
     def _explain(
         self,
         settings: FitSettings,
-        inputs: tuple[Tensor, ...],
+        game: CoalitionGame,
         gaps: Tensor,
         columns: Tensor | None,
+        active: Tensor,
     ) -> Tensor:
-        """``(N, d, K)`` normalised values of the network's columns (all, or one per example)."""
+        """``(N, d, K)`` normalised values of the network's columns (all, or one per
+        example); 0 for the features at their baseline (``active`` False)."""
         assert self.explainer is not None  # checked by _fitted
-        raw = network_values(self.explainer, inputs, settings.num_features)
+        raw = network_values(self.explainer, game.inputs, settings.num_features)
         if columns is not None:
             raw = raw.gather(2, columns.to(raw.device)[:, None, None].expand(-1, raw.shape[1], 1))
         with torch.no_grad():
-            return normalised(raw.detach().to(gaps.dtype) * settings.scale, gaps)
+            return normalised(raw.detach().to(gaps.dtype) * settings.scale, gaps, active)
 
     def _pack(
         self,
@@ -313,10 +320,14 @@ class AmortizedShapley(PerturbationAttribution):
         game: CoalitionGame,
         is_tuple: bool,
         phi: Tensor,
-        uncertainty: bool,
+        intervals: Tensor | None,
         spot: Tensor | None,
         spot_budget: int | None,
     ) -> Any:
+        """The result: attributions, and the spot checks and intervals asked for
+        (``intervals``: the features off their baseline; at the others, whose value is
+        exactly 0, the intervals have zero width)."""
+
         def pack(values: Tensor) -> Any:
             if values.shape[2] == 1:
                 return pack_attributions(game, values[..., 0], is_tuple)
@@ -326,8 +337,8 @@ class AmortizedShapley(PerturbationAttribution):
             return pack_attributions(game, per_output, is_tuple)
 
         fields: dict[str, Any] = {}
-        if uncertainty:
-            half = settings.quantile * example_scale(phi)
+        if intervals is not None:
+            half = settings.quantile * example_scale(phi) * intervals.unsqueeze(-1).to(phi.dtype)
             fields["lower"], fields["upper"] = pack(phi - half), pack(phi + half)
         if spot is not None and spot_budget is not None:
             threshold = spot_threshold_of(settings, spot_budget)

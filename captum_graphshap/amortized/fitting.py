@@ -17,7 +17,14 @@ from .labels import exact_values, sampled_labels
 from .networks import default_explainer
 from .report import FitReport, break_even, coverage, no_exact, relative_error, rmse
 from .settings import FitSettings
-from .training import TrainingData, default_epochs, network_values, predict, train
+from .training import (
+    TrainingData,
+    active_features,
+    default_epochs,
+    network_values,
+    predict,
+    train,
+)
 
 #: examples labelled per engine call (bounds the rows built at once)
 LABEL_CHUNK = 512
@@ -249,11 +256,14 @@ def label_split(
 
 
 def training_data(
-    tensors: tuple[Tensor, ...], labels: Tensor, target: Any, mode: str
+    tensors: tuple[Tensor, ...], labels: Tensor, target: Any, plan: FitPlan
 ) -> TrainingData:
-    """Labels with their gaps (efficient labels: the sums) and per-example columns."""
-    columns = target.to(labels.device) if mode == "per_example" else None
-    return TrainingData(tensors, labels, labels.sum(dim=1), columns)
+    """Labels with their gaps (efficient labels: the sums), per-example columns and the
+    features off the baseline."""
+    columns = target.to(labels.device) if plan.target_mode == "per_example" else None
+    baselines = tuple(b[0] for b in plan.backgrounds)  # (1, *S) each
+    active = active_features(tensors, baselines, tuple(plan.masks), plan.num_features)
+    return TrainingData(tensors, labels, labels.sum(dim=1), columns, active.to(labels.device))
 
 
 def fit(
@@ -298,8 +308,8 @@ def fit(
         held_labels, held_cost = label_split(
             model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
         )
-    train_data = training_data(plan.train, train_labels, plan.train_target, plan.target_mode)
-    held_data = training_data(plan.held, held_labels, plan.held_target, plan.target_mode)
+    train_data = training_data(plan.train, train_labels, plan.train_target, plan)
+    held_data = training_data(plan.held, held_labels, plan.held_target, plan)
     epochs = default_epochs(len(train_data)) if epochs is None else epochs
     shuffles = torch.Generator().manual_seed(seed)
     scale, _ = train(network, train_data, held_data, epochs, shuffles, show_progress)

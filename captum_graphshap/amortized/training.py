@@ -3,7 +3,11 @@
 The network's raw values are made efficient by the additive normalisation
 ``phi_i = raw_i + (gap - sum_j raw_j) / d`` (``gap = v(D) - v(empty)``, per
 example and output), inside the loss as at prediction (FastSHAP's
-normalisation), so the network never spends capacity on the sum.
+normalisation), so the network never spends capacity on the sum. Features at
+their baseline (every element equal to it) have Shapley value 0 (a dummy: no
+coalition's value changes with them), so they get exactly 0 and the residual
+is spread over the others (:func:`active_features`): spread over all ``d``,
+a 16 x 16 stroke image's blank patches took a share of every residual.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
+from ..engine.features import feature_sums
 
 #: the default number of optimiser steps a fit aims for (``epochs=None``)
 DEFAULT_STEPS = 6000
@@ -35,10 +41,32 @@ AVERAGE_DECAY = 0.999
 CHECKPOINTS = 40
 
 
-def normalised(raw: Tensor, gap: Tensor) -> Tensor:
-    """``(N, d, K)`` values summing over features to ``gap`` ``(N, K)`` exactly."""
-    d = raw.shape[1]
-    return raw + ((gap - raw.sum(dim=1)) / d).unsqueeze(1)
+def normalised(raw: Tensor, gap: Tensor, active: Tensor | None = None) -> Tensor:
+    """``(N, d, K)`` values summing over features to ``gap`` ``(N, K)`` exactly.
+
+    ``active`` ``(N, d)`` bool: the features off their baseline; the others get
+    0 and no share of the residual (None: every feature is active).
+    """
+    if active is None:
+        return raw + ((gap - raw.sum(dim=1)) / raw.shape[1]).unsqueeze(1)
+    weight = active.to(raw.dtype).unsqueeze(-1)  # (N, d, 1)
+    kept = raw * weight
+    count = weight.sum(dim=1).clamp_min(1.0)  # (N, 1)
+    return kept + ((gap - kept.sum(dim=1)) / count).unsqueeze(1) * weight
+
+
+def active_features(
+    inputs: tuple[Tensor, ...],
+    baselines: tuple[Tensor, ...],
+    masks: tuple[Tensor, ...],
+    d: int,
+) -> Tensor:
+    """``(N, d)`` bool: features with an element unlike the baseline (``(1, *S)`` or
+    ``(N, *S)`` baselines, ``(1, *S)`` masks, one per input)."""
+    differing = tuple(
+        (x != b.to(x.device, x.dtype)).to(torch.float32) for x, b in zip(inputs, baselines)
+    )
+    return feature_sums(differing, tuple(m.to(inputs[0].device) for m in masks), d) > 0
 
 
 @dataclass
@@ -51,15 +79,20 @@ class TrainingData:
     #: ``(N,)`` the network output each example's labels are of (per-example
     #: targets), or None: the labels' K columns are the network's
     columns: Tensor | None = None
+    #: ``(N, d)`` the features off their baseline (:func:`active_features`), or
+    #: None: all
+    active: Tensor | None = None
 
     def __len__(self) -> int:
         return self.labels.shape[0]
 
     def rows(self, index: Tensor) -> TrainingData:
         columns = None if self.columns is None else self.columns[index]
+        active = None if self.active is None else self.active[index]
         return TrainingData(
-            tuple(t[index] for t in self.inputs), self.labels[index], self.gaps[index], columns
-        )
+            tuple(t[index] for t in self.inputs), self.labels[index], self.gaps[index], columns,
+            active,
+        )  # fmt: skip
 
 
 def network_values(network: nn.Module, inputs: tuple[Tensor, ...], d: int) -> Tensor:
@@ -138,7 +171,7 @@ def predict(network: nn.Module, data: TrainingData, scale: float) -> Tensor:
         for start in range(0, len(data), 1024):
             part = data.rows(torch.arange(start, min(start + 1024, len(data))))
             raw = selected(network_values(network, part.inputs, d), part.columns)
-            out.append(normalised(raw.to(part.gaps.dtype) * scale, part.gaps))
+            out.append(normalised(raw.to(part.gaps.dtype) * scale, part.gaps, part.active))
     return torch.cat(out)
 
 
@@ -160,7 +193,8 @@ def training_loss(network: nn.Module, rows: TrainingData, d: int, scale: float) 
         raw = selected(network_values(network, rows.inputs, d), rows.columns)[None]
     else:
         raw = torch.stack([selected(m, rows.columns) for m in member_values(*rows.inputs)])
-    phi = normalised(raw.double().flatten(0, 1), rows.gaps.repeat(raw.shape[0], 1) / scale)
+    active = None if rows.active is None else rows.active.repeat(raw.shape[0], 1)
+    phi = normalised(raw.double().flatten(0, 1), rows.gaps.repeat(raw.shape[0], 1) / scale, active)
     return ((phi - rows.labels.repeat(raw.shape[0], 1, 1) / scale) ** 2).mean()
 
 
