@@ -18,7 +18,13 @@ from ..plans.limits import check_choice
 from ..uncertainty.intervals import check_confidence
 from . import fitting
 from .conformal import example_scale, example_scores, spot_threshold
-from .labels import LABEL_ESTIMATORS, gaps, minimum_evaluations, sampled_labels
+from .labels import (
+    LABEL_ESTIMATORS,
+    check_label_budget,
+    gaps,
+    minimum_evaluations,
+    sampled_labels,
+)
 from .networks import build_network, network_config
 from .report import FitReport
 from .settings import FitSettings, check_game_matches, check_inputs_match
@@ -189,12 +195,7 @@ class AmortizedShapley(PerturbationAttribution):
             self.forward_func, self.feature_mask, train, baselines, target, validation, generator
         )
         given = fitting.checked_labels(labels, plan)
-        needed = minimum_evaluations(label_estimator, plan.num_features)
-        if budget < needed and 2**plan.num_features > budget:
-            raise ValueError(
-                f"budget={budget} is too small for label_estimator={label_estimator!r} with "
-                f"d = {plan.num_features} features: raise it to at least {needed}."
-            )
+        check_label_budget(budget, label_estimator, plan.num_features)
         with model_state_kept(self.forward_func):
             result = fitting.fit(
                 self.forward_func, plan, self.explainer, budget, epochs, generator,

@@ -18,7 +18,7 @@ from ..attr.base import KernelAttribution, Options, Outcome
 from ..attr.result import stack_outcomes
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import check_choice
-from .labels import LABEL_ESTIMATORS, minimum_evaluations, sampled_labels
+from .labels import LABEL_ESTIMATORS, check_label_budget, sampled_labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,14 +88,8 @@ class ShapleyLabels(KernelAttribution):
     def explain(
         self, game: CoalitionGame, options: ShapleyLabelsOptions, show_progress: bool
     ) -> Outcome:
-        d = game.num_features
-        needed = minimum_evaluations(options.label_estimator, d)
         budget = options.evaluations
-        if budget < needed and 2**d > budget:
-            raise ValueError(
-                f"budget={budget} is too small for label_estimator={options.label_estimator!r} "
-                f"with d = {d} features: raise it to at least {needed}."
-            )
+        check_label_budget(budget, options.label_estimator, game.num_features)
         labels = sampled_labels(game, options.label_estimator, budget, options.generator)
         dtype = game.value_dtype()
         outcomes = [Outcome(labels[..., k].to(dtype)) for k in range(labels.shape[-1])]

@@ -44,6 +44,17 @@ def minimum_evaluations(estimator: str, d: int) -> int:
     return 2 * d + 2  # d complementary pairs pin the fit
 
 
+def check_label_budget(budget: int, estimator: str, d: int) -> None:
+    """Refuse a budget below :func:`minimum_evaluations` (unless it covers all ``2^d``
+    coalitions), naming the least that works; no model call."""
+    needed = minimum_evaluations(estimator, d)
+    if budget < needed and 2**d > budget:
+        raise ValueError(
+            f"budget={budget} is too small for label_estimator={estimator!r} with d = {d} "
+            f"features: raise it to at least {needed}."
+        )
+
+
 def label_plan(
     estimator: str,
     d: int,
