@@ -257,9 +257,8 @@ class AmortizedShapley(PerturbationAttribution):
             )
         game, is_tuple, columns = self._game(settings, inputs, baselines, target, feature_mask)
         shared = settings.target_mode == "fixed" or target is None or is_int(target)
-        baselines_of_game = tuple(b[0] for b in game.backgrounds)
         active = active_features(
-            game.inputs, baselines_of_game, game.features.masks, game.num_features
+            game.inputs, game.backgrounds, game.features.masks, game.num_features
         )
         with model_state_kept(self.forward_func):
             phi = self._explain(settings, game, gaps(game, shared), columns, active)

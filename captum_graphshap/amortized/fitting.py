@@ -261,8 +261,7 @@ def training_data(
     """Labels with their gaps (efficient labels: the sums), per-example columns and the
     features off the baseline."""
     columns = target.to(labels.device) if plan.target_mode == "per_example" else None
-    baselines = tuple(b[0] for b in plan.backgrounds)  # (1, *S) each
-    active = active_features(tensors, baselines, tuple(plan.masks), plan.num_features)
+    active = active_features(tensors, plan.backgrounds, plan.masks, plan.num_features)
     return TrainingData(tensors, labels, labels.sum(dim=1), columns, active.to(labels.device))
 
 

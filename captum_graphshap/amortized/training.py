@@ -57,14 +57,14 @@ def normalised(raw: Tensor, gap: Tensor, active: Tensor | None = None) -> Tensor
 
 def active_features(
     inputs: tuple[Tensor, ...],
-    baselines: tuple[Tensor, ...],
-    masks: tuple[Tensor, ...],
+    backgrounds: tuple[Tensor, ...] | list[Tensor],
+    masks: tuple[Tensor, ...] | list[Tensor],
     d: int,
 ) -> Tensor:
-    """``(N, d)`` bool: features with an element unlike the baseline (``(1, *S)`` or
-    ``(N, *S)`` baselines, ``(1, *S)`` masks, one per input)."""
+    """``(N, d)`` bool: features with an element unlike the baseline (the engine's
+    one-reference backgrounds, ``(1, 1 or N, *S)``, and ``(1, *S)`` masks, one per input)."""
     differing = tuple(
-        (x != b.to(x.device, x.dtype)).to(torch.float32) for x, b in zip(inputs, baselines)
+        (x != b[0].to(x.device, x.dtype)).to(torch.float32) for x, b in zip(inputs, backgrounds)
     )
     return feature_sums(differing, tuple(m.to(inputs[0].device) for m in masks), d) > 0
 
