@@ -73,6 +73,8 @@ from _zoo_peers_worker import read_array, send_array
 from estimators import FeatureGame, TokenTransformer, ours
 
 import captum_graphshap.attr.paired_kernel_shap as auto_rule
+import captum_graphshap.plans.walsh_gp as walsh_gp
+import captum_graphshap.plans.walsh_triples as walsh_triples
 from captum_graphshap import PairedKernelShap, ShapleySampling
 from captum_graphshap.attr.exact_shapley import ExactShapley
 from captum_graphshap.attr.shear import Shear
@@ -394,6 +396,14 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
     # pairs of 20 d evaluations only, adjusted over the rest
     "before: 20 d pairs above 16 features": {
         (auto_rule, "auto_fit_pairs"): lambda d: 512 if d <= 16 else (20 * d - 3) // 2,
+    },
+    # the rule before 2026-11-27: the triples reweighted only up to 256 rows, 16 features
+    "before: triples up to 256 rows": {
+        (walsh_gp, "triple_weights"): lambda interactions, pairs: (
+            walsh_triples.triple_weights(interactions, pairs)
+            if pairs < 256 and interactions.shape[1] <= 16
+            else None
+        ),
     },
 }
 

@@ -17,7 +17,7 @@ from torch import nn
 from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
-from captum_graphshap.plans import walsh_gp, walsh_kernel
+from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_triples
 from captum_graphshap.plans.stratified import size_allocation
 from captum_graphshap.plans.walsh_gp import walsh_gp_plan
 from captum_graphshap.plans.walsh_kernel import elementary_symmetric, leave_one_out_symmetric
@@ -239,6 +239,64 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     assert fits[1][0] > fits[0][0] + 1  # the reweighted prior explains the strong triple
     torch.testing.assert_close(mean[0], fits[1][1], rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(spread[0], fits[1][2], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [3, 6, 9, 12])
+def test_triple_table_gives_the_triples_covariance_of_every_pair_of_rows(d: int) -> None:
+    """Read through the agreement patterns, the Walsh-Hadamard table of the triples'
+    masses equals ``sum_T m_T chi_T(a) chi_T(b)`` written out, for every pair of rows
+    (both halves of the pattern code, an odd ``d`` included)."""
+    g = torch.Generator().manual_seed(d)
+    triples = walsh_kernel.triple_parities(d, torch.device("cpu"))
+    mass = torch.rand(2, 3, len(triples), generator=g, dtype=torch.float64)  # (E, W, T)
+    signs = (torch.rand(37, d, generator=g) < 0.5).double() * 2 - 1
+    parities = signs[:, triples].prod(dim=-1)  # (rows, T)
+    want = torch.einsum("at,ewt,bt->ewab", parities, mass, parities)
+    table = walsh_triples.triple_table(mass, d)
+    got = walsh_kernel.read_patterns(table[:, :, None], signs, signs)[:, :, 0]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_triples_are_reweighted_on_wide_games_only_from_enough_pairs() -> None:
+    """Up to 16 features at any number of pairs; from 17 to 24 features only from 16
+    pairs per feature; never above 24 features or below three."""
+    ones = {d: torch.ones(1, d, d, dtype=torch.float64) for d in (2, 3, 16, 20, 24, 25)}
+    assert walsh_triples.triple_weights(ones[2], 1000) is None
+    assert walsh_triples.triple_weights(ones[3], 18) is not None
+    assert walsh_triples.triple_weights(ones[16], 96) is not None
+    assert walsh_triples.triple_weights(ones[16], 511) is not None
+    assert walsh_triples.triple_weights(ones[20], 319) is None
+    weights = walsh_triples.triple_weights(ones[20], 320)
+    assert weights is not None and weights.shape == (1, math.comb(20, 3))
+    torch.testing.assert_close(weights, torch.ones_like(weights))  # equal strengths: equal
+    assert walsh_triples.triple_weights(ones[24], 16 * 24) is not None
+    assert walsh_triples.triple_weights(ones[25], 10_000) is None
+
+
+def test_the_default_reweights_triples_beyond_the_selection_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 1,024 evaluations and 12 features (512 rows, twice
+    :data:`~captum_graphshap.plans.walsh_gp.SELECTION_ROWS`) the process gets the
+    triples' weights, and its estimate is that of the grid chosen on the selection rows
+    with the reweighted shapes among them."""
+    seen = []
+    original = walsh_gp.posterior_parts
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("triples"))
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(walsh_gp, "posterior_parts", spy)
+    model = mlp(12, seed=4)
+    x = torch.randn(1, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    phi = PairedKernelShap(model).attribute(
+        x, torch.zeros_like(x), target=0, budget=1024, generator=torch.Generator().manual_seed(0)
+    )
+    assert len(seen) == 1 and seen[0] is not None and seen[0].shape == (1, math.comb(12, 3))
+    truth = brute(model, x)
+    torch.testing.assert_close(phi.sum(), truth.sum(), rtol=1e-6, atol=1e-6)
+    assert float((phi - truth).abs().sum() / truth.abs().sum()) < 0.05
 
 
 def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,7 +58,16 @@ from .walsh_kernel import (
     order_variances,
     pattern_covariances,
     pseudo_inverse,
+    read_patterns,
     triple_parities,
+)
+from .walsh_triples import (
+    triple_mass,
+    triple_members,
+    triple_table,
+    triple_weights,
+    triples_by_table,
+    unit_mean,
 )
 
 #: The ratios of prior variances from order ``k`` to ``k + 2`` (``k >= 3``) tried.
@@ -70,15 +79,6 @@ RELEVANCE_FLOOR = 0.05
 #: geometric mean of ``|phi_j|`` (the linear fit) and feature ``j``'s summed
 #: absolute pairwise coefficients of the even part; with fewer, the linear fit's.
 INTERACTION_PAIRS_PER_FEATURE = 6
-#: From :data:`INTERACTION_PAIRS_PER_FEATURE` pairs per feature, up to this many
-#: features and :data:`SELECTION_ROWS` rows, each prior is also tried with its
-#: parities of order three reweighted by how strongly their three pairs
-#: interact in the even part (observed for free beside the odd one): triple
-#: ``{i, j, k}``'s weight is ``(g / mean g)^2`` scaled to mean one, plus
-#: :data:`TRIPLE_FLOOR`, scaled to mean one again, ``g`` the geometric mean of
-#: ``|a_ij|, |a_ik|, |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``.
-TRIPLE_MAX_FEATURES = 16
-TRIPLE_FLOOR = 0.1
 #: Diagonal jitter, relative to the covariance's mean diagonal (the values are
 #: exact, but the covariance is near-singular when the prior is near-linear).
 JITTER = 1e-10
@@ -286,16 +286,14 @@ def walsh_gp_posterior(
         return WalshGPPosterior(exact, torch.zeros_like(exact) if variance else None, pairs + 1 - d)
     scale, interactions = _relevance_scale(sampled, weights, linear, inside, outside)
     rows = pairs + 1
-    # the triple weights only where every prior is factorised on every row
-    triples = None
-    if interactions is not None and rows <= SELECTION_ROWS:
-        triples = triple_weights(interactions)
+    triples = None if interactions is None else triple_weights(interactions, pairs)
     # examples per chunk: the covariances take (priors + powers x orders) x rows^2 floats
     # each, and the reweighted triples' product powers x rows x triples more
     priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * (1 if triples is None else 2)
     per_example = (priors + len(RELEVANCE_POWERS) * (MAX_ORDER + 1)) * rows * rows
     if triples is not None:
-        per_example += len(RELEVANCE_POWERS) * rows * triples.shape[1]
+        size = 2 * 2**d if triples_by_table(d, rows) else rows * triples.shape[1]
+        per_example += len(RELEVANCE_POWERS) * size
     predict_signs = None
     if predict is not None:
         predict_signs = predict.to(torch.float64) * 2 - 1
@@ -392,31 +390,14 @@ def _relevance_scale(
     even part's pairwise interaction strength.
     """
     pairs, d = sampled.shape
-    scale = _unit_mean(linear.abs())
+    scale = unit_mean(linear.abs())
     if pairs < INTERACTION_PAIRS_PER_FEATURE * d or d > MAX_PAIRWISE_FIT_FEATURES:
         return scale, None
     # a feature that interacts strongly carries the odd parities of order three up
     # even where its own Shapley value is small: blend in the even part's pairwise fit
     interactions = even_pairwise(sampled, weights, (inside + outside) / 2).abs()
-    strength = _unit_mean(interactions.sum(2))
-    return _unit_mean((scale * strength).sqrt()), interactions
-
-
-def triple_weights(interactions: Tensor) -> Tensor | None:
-    """``(N, T)`` each triple's weight from the pairwise coefficients ``(N, d, d)``
-    (see :data:`TRIPLE_MAX_FEATURES`); None above that many features or below three."""
-    d = interactions.shape[1]
-    if not 3 <= d <= TRIPLE_MAX_FEATURES:
-        return None
-    i, j, k = triple_parities(d, interactions.device).T
-    strength = (interactions[:, i, j] * interactions[:, i, k] * interactions[:, j, k]) ** (1 / 3)
-    return _unit_mean(_unit_mean(_unit_mean(strength) ** 2) + TRIPLE_FLOOR)
-
-
-def _unit_mean(scale: Tensor) -> Tensor:
-    """Each row over its mean; a row of zeros (no signal) becomes ones."""
-    mean = scale.mean(dim=1, keepdim=True)
-    return torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
+    strength = unit_mean(interactions.sum(2))
+    return unit_mean((scale * strength).sqrt()), interactions
 
 
 def posterior_parts(
@@ -607,26 +588,13 @@ def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Pri
     )
 
 
-def _triple_members(num_features: int, device: torch.device) -> Tensor:
-    """``(T, d)`` which features each triple holds (0 / 1)."""
-    triples = triple_parities(num_features, device)
-    members = torch.zeros(len(triples), num_features, dtype=torch.float64, device=device)
-    return members.scatter_(1, triples, 1.0)
-
-
-def _triple_mass(relevance: Tensor, excess: Tensor) -> Tensor:
-    """``(..., T)`` each triple's extra prior variance over ``sigma_3``: ``r_i r_j r_k x_T``."""
-    i, j, k = triple_parities(relevance.shape[-1], relevance.device).T
-    return relevance[..., i] * relevance[..., j] * relevance[..., k] * excess
-
-
 def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
     """The chosen priors' extra triple weights: ``(E, T)`` their variances and ``(T, d)``
     the triples' members; None where no triple was reweighted."""
     if best.excess.shape[-1] == 0 or not bool(best.excess.any()):
         return None
-    mass = best.variances[:, 3, None] * _triple_mass(best.relevance, best.excess)
-    return mass, _triple_members(signs.shape[1], signs.device)
+    mass = best.variances[:, 3, None] * triple_mass(best.relevance, best.excess)
+    return mass, triple_members(signs.shape[1], signs.device)
 
 
 def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
@@ -669,10 +637,13 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     else:
         covariances = built_covariances(signs, relevance, grid, top)
     if bool(reweighted.any()):
-        # one product per relevance, scaled by each reweighted shape's sigma_3
-        parities = signs[:, triple_parities(d, signs.device)].prod(dim=-1)  # (rows, T)
-        mass = _triple_mass(relevance, excess[:, None])  # (E, W, T)
-        triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
+        # one covariance per relevance, scaled by each reweighted shape's sigma_3
+        mass = triple_mass(relevance, excess[:, None])  # (E, W, T)
+        if triples_by_table(d, rows):
+            triples = read_patterns(triple_table(mass, d)[:, :, None], signs, signs)[:, :, 0]
+        else:
+            parities = signs[:, triple_parities(d, signs.device)].prod(dim=-1)  # (rows, T)
+            triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
         order_three = torch.where(reweighted, grid[..., 3], 0.0)  # (E, G)
         covariances += order_three[:, None, :, None, None] * triples[:, :, None]
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)

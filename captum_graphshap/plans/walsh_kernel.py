@@ -118,6 +118,27 @@ def agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
     return (first[:, :, None] @ weighted.mT).flatten(-2)
 
 
+def walsh_hadamard(values: Tensor) -> Tensor:
+    """Unnormalised Walsh-Hadamard transform along the last dimension (``2^d``).
+
+    ``out[..., T] = sum_S (-1)^popcount(S & T) values[..., S]``; applying it
+    twice multiplies by ``2^d``. ``O(d 2^d)`` by butterflies, one per bit.
+    """
+    count = values.shape[-1]
+    d = count.bit_length() - 1
+    if count != 1 << d:
+        raise ValueError(f"values must have 2^d entries along the last dimension, got {count}.")
+    lead = values.shape[:-1]
+    out = values.reshape(-1, count).clone()
+    for bit in range(d):
+        pairs = out.view(-1, count >> (bit + 1), 2, 1 << bit)
+        low, high = pairs[:, :, 0, :], pairs[:, :, 1, :]
+        total = low + high
+        pairs[:, :, 1, :] = low - high
+        pairs[:, :, 0, :] = total
+    return out.view(*lead, count)
+
+
 def read_patterns(table: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
     """``(E, W, G, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b``."""
     d = rows_a.shape[1]

@@ -36,6 +36,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..plans.walsh_kernel import walsh_hadamard
+
 #: Largest number of features the residuals accept: the game needs all 2^d
 #: coalitions, the same limit as exact Shapley values.
 RESIDUALS_MAX_FEATURES = 20
@@ -43,27 +45,6 @@ RESIDUALS_MAX_FEATURES = 20
 #: ``return_residuals=True`` materialises ``d * d * 2^(d-1)`` edge values per
 #: example (67 MB in float64 at d = 16); above this d it is refused.
 RESIDUAL_VECTORS_MAX_FEATURES = 16
-
-
-def walsh_hadamard(values: Tensor) -> Tensor:
-    """Unnormalised Walsh-Hadamard transform along the last dimension (``2^d``).
-
-    ``out[..., T] = sum_S (-1)^popcount(S & T) values[..., S]``; applying it
-    twice multiplies by ``2^d``. ``O(d 2^d)`` by butterflies, one per bit.
-    """
-    count = values.shape[-1]
-    d = count.bit_length() - 1
-    if count != 1 << d:
-        raise ValueError(f"values must have 2^d entries along the last dimension, got {count}.")
-    lead = values.shape[:-1]
-    out = values.reshape(-1, count).clone()
-    for bit in range(d):
-        pairs = out.view(-1, count >> (bit + 1), 2, 1 << bit)
-        low, high = pairs[:, :, 0, :], pairs[:, :, 1, :]
-        total = low + high
-        pairs[:, :, 1, :] = low - high
-        pairs[:, :, 0, :] = total
-    return out.view(*lead, count)
 
 
 def coalition_sizes(d: int, device: torch.device | str = "cpu") -> Tensor:

@@ -1,0 +1,93 @@
+"""The parities of order three reweighted by the even part's pairwise interactions.
+
+What: a prior of the Walsh-basis process (``plans/walsh_gp.py``) may give
+triple ``{i, j, k}`` more variance where its three pairs interact strongly in
+the even part of the game, observed for free beside the odd part. These are
+the triples' weights, their prior masses, and their covariance between
+coalitions, either as one product (``rows^2 C(d, 3)``) or read from a table of
+the ``2^d`` agreement patterns (a Walsh-Hadamard transform, ``d 2^d``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .walsh_kernel import triple_parities, walsh_hadamard
+
+#: From :data:`~captum_graphshap.plans.walsh_gp.INTERACTION_PAIRS_PER_FEATURE`
+#: pairs per feature, up to this many features, each prior is also tried with
+#: its parities of order three reweighted by how strongly their three pairs
+#: interact in the even part (observed for free beside the odd one): triple
+#: ``{i, j, k}``'s weight is ``(g / mean g)^2`` scaled to mean one, plus
+#: :data:`TRIPLE_FLOOR`, scaled to mean one again, ``g`` the geometric mean of
+#: ``|a_ij|, |a_ik|, |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``.
+#: On every number of rows: at 1,024 evaluations that cut the error on 1-d and
+#: 2-d CNNs and attention by up to 0.32x, and raised it by at most 1.11x, against
+#: reweighting only up to
+#: :data:`~captum_graphshap.plans.walsh_gp.SELECTION_ROWS` rows
+#: (``benchmarks/ZOO.md``, "Triples on every row").
+TRIPLE_MAX_FEATURES = 16
+#: ... and up to this many features from :data:`TRIPLE_WIDE_PAIRS_PER_FEATURE`
+#: pairs per feature (the triples' covariance costs ``rows^2 x C(d, 3)``: at
+#: 32 features and 512 pairs it was 4x the default's time for no gain; at 6
+#: pairs per feature and 20 features it raised the error 1.03-1.07x).
+TRIPLE_WIDE_FEATURES = 24
+TRIPLE_WIDE_PAIRS_PER_FEATURE = 16
+TRIPLE_FLOOR = 0.1
+
+
+def triple_weights(interactions: Tensor, pairs: int) -> Tensor | None:
+    """``(N, T)`` each triple's weight from the pairwise coefficients ``(N, d, d)``
+    fitted on ``pairs`` pairs; None below three features and above
+    :data:`TRIPLE_MAX_FEATURES` features (up to :data:`TRIPLE_WIDE_FEATURES` from
+    :data:`TRIPLE_WIDE_PAIRS_PER_FEATURE` pairs per feature)."""
+    d = interactions.shape[1]
+    wide = d <= TRIPLE_WIDE_FEATURES and pairs >= TRIPLE_WIDE_PAIRS_PER_FEATURE * d
+    if d < 3 or (d > TRIPLE_MAX_FEATURES and not wide):
+        return None
+    i, j, k = triple_parities(d, interactions.device).T
+    strength = (interactions[:, i, j] * interactions[:, i, k] * interactions[:, j, k]) ** (1 / 3)
+    return unit_mean(unit_mean(unit_mean(strength) ** 2) + TRIPLE_FLOOR)
+
+
+def unit_mean(scale: Tensor) -> Tensor:
+    """Each row over its mean; a row of zeros (no signal) becomes ones."""
+    mean = scale.mean(dim=1, keepdim=True)
+    return torch.where(mean > 0, scale / mean.clamp_min(1e-300), torch.ones_like(scale))
+
+
+def triple_members(num_features: int, device: torch.device) -> Tensor:
+    """``(T, d)`` which features each triple holds (0 / 1)."""
+    triples = triple_parities(num_features, device)
+    members = torch.zeros(len(triples), num_features, dtype=torch.float64, device=device)
+    return members.scatter_(1, triples, 1.0)
+
+
+def triples_by_table(num_features: int, rows: int) -> bool:
+    """Whether the triples' covariance of ``rows`` rows is read from :func:`triple_table`:
+    where the covariance itself is (its ``2^d`` patterns no more than ``rows^2``)."""
+    return 2**num_features <= rows * rows
+
+
+def triple_table(mass: Tensor, num_features: int) -> Tensor:
+    """``(..., 2^d)`` the triples' covariance ``sum_T m_T chi_T(c)`` for every agreement
+    pattern ``c`` (in :func:`~captum_graphshap.plans.walsh_kernel.read_patterns`'
+    order), from their masses ``(..., T)``: the Walsh-Hadamard transform of the
+    masses placed at the triples' codes, ``d 2^d`` operations instead of the
+    product's ``rows^2 T``."""
+    d = num_features
+    half = d // 2
+    features = torch.arange(d, device=mass.device)
+    # read_patterns puts feature j < half at bit d - half + j, the others at j - half
+    position = torch.where(features < half, features + (d - half), features - half)
+    codes = (1 << position[triple_parities(d, mass.device)]).sum(dim=1)  # (T,)
+    table = mass.new_zeros(*mass.shape[:-1], 2**d)
+    table[..., codes] = mass
+    return walsh_hadamard(table)
+
+
+def triple_mass(relevance: Tensor, excess: Tensor) -> Tensor:
+    """``(..., T)`` each triple's extra prior variance over ``sigma_3``: ``r_i r_j r_k x_T``."""
+    i, j, k = triple_parities(relevance.shape[-1], relevance.device).T
+    return relevance[..., i] * relevance[..., j] * relevance[..., k] * excess
