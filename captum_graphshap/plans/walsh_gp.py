@@ -50,23 +50,22 @@ from .regression_adjusted import (
 from .walsh_design import draw_design, drawn_pairs, fewest_pairs
 from .walsh_kernel import (
     MAX_ORDER,
+    agreement_table,
     built_covariances,
     cholesky_solve,
     cross_covariances,
     elementary_symmetric,
     leave_one_out_symmetric,
     order_variances,
-    pattern_covariances,
     pseudo_inverse,
     read_patterns,
-    triple_parities,
 )
 from .walsh_triples import (
     triple_mass,
     triple_members,
+    triple_products,
     triple_table,
     triple_weights,
-    triples_by_table,
     unit_mean,
 )
 
@@ -292,7 +291,7 @@ def walsh_gp_posterior(
     priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * (1 if triples is None else 2)
     per_example = (priors + len(RELEVANCE_POWERS) * (MAX_ORDER + 1)) * rows * rows
     if triples is not None:
-        size = 2 * 2**d if triples_by_table(d, rows) else rows * triples.shape[1]
+        size = 2 * 2**d if 2**d <= rows * rows else rows * triples.shape[1]
         per_example += len(RELEVANCE_POWERS) * size
     predict_signs = None
     if predict is not None:
@@ -475,8 +474,7 @@ def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
     cross = cross_covariances(predict, signs, best.relevance, best.variances, top)
     extra = _triple_excess(signs, best)
     if extra is not None:
-        triples = triple_parities(signs.shape[1], signs.device)
-        new, seen = predict[:, triples].prod(dim=-1), signs[:, triples].prod(dim=-1)
+        new, seen = triple_products(predict), triple_products(signs)
         cross = cross + (new * extra[0][:, None, :]) @ seen.T
     linear = (predict @ best.linear)[..., 0]  # (E, rows')
     return linear + torch.einsum("eab,eb->ea", cross, best.inverse_residual)
@@ -494,7 +492,7 @@ def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
     extra = _triple_excess(signs, best)  # the reweighted triples' part, if any
     if extra is not None:
         mass, members = extra
-        parities = signs[:, triple_parities(signs.shape[1], signs.device)].prod(dim=-1)
+        parities = triple_products(signs)
         # 2 / 3 of each triple's parity to each of its members
         covariance = covariance + (2 / 3) * (parities * mass[:, None, :]) @ members
     return covariance
@@ -632,20 +630,20 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     """
     rows, d = signs.shape
     relevance, grid, excess, reweighted = priors
+    # the reweighted shapes add sigma_3 times the triples' covariance, one per relevance
+    order_three = torch.where(reweighted, grid[..., 3], 0.0)[:, None, :, None]  # (E, 1, G, 1)
+    mass = triple_mass(relevance, excess[:, None]) if bool(reweighted.any()) else None
     if 2**d <= rows * rows:  # the table of patterns is no larger than a covariance
-        covariances = pattern_covariances(signs, relevance, grid, top)
+        table = agreement_table(relevance, grid, top)  # (E, W, G, 2^d)
+        if mass is not None:
+            table = table + order_three * triple_table(mass, d)[:, :, None]
+        covariances = read_patterns(table, signs, signs)
     else:
         covariances = built_covariances(signs, relevance, grid, top)
-    if bool(reweighted.any()):
-        # one covariance per relevance, scaled by each reweighted shape's sigma_3
-        mass = triple_mass(relevance, excess[:, None])  # (E, W, T)
-        if triples_by_table(d, rows):
-            triples = read_patterns(triple_table(mass, d)[:, :, None], signs, signs)[:, :, 0]
-        else:
-            parities = signs[:, triple_parities(d, signs.device)].prod(dim=-1)  # (rows, T)
+        if mass is not None:
+            parities = triple_products(signs)  # (rows, T)
             triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
-        order_three = torch.where(reweighted, grid[..., 3], 0.0)  # (E, G)
-        covariances += order_three[:, None, :, None, None] * triples[:, :, None]
+            covariances += order_three[..., None] * triples[:, :, None]
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
     level = diagonal.mean(dim=-1)

