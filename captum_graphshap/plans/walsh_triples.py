@@ -22,11 +22,11 @@ from .walsh_kernel import triple_parities, walsh_hadamard
 #: ``{i, j, k}``'s weight is ``(g / mean g)^2`` scaled to mean one, plus
 #: :data:`TRIPLE_FLOOR`, scaled to mean one again, ``g`` the geometric mean of
 #: ``|a_ij|, |a_ik|, |a_jk|``; it multiplies the prior variance ``r_i r_j r_k``.
-#: On every number of rows: at 1,024 evaluations that cut the error on 1-d and
-#: 2-d CNNs and attention by up to 0.32x, and raised it by at most 1.11x, against
-#: reweighting only up to
-#: :data:`~captum_graphshap.plans.walsh_gp.SELECTION_ROWS` rows
-#: (``benchmarks/ZOO.md``, "Triples on every row").
+#: On every number of rows: at 1,024 evaluations of zoo models with 12-24
+#: features that changed the error by 0.35-1.34x (median 0.89-0.96 on each of
+#: three seeds; the largest gains on 1-d CNNs) against reweighting only up to
+#: :data:`~captum_graphshap.plans.walsh_gp.SELECTION_ROWS` rows, at about 1.7x
+#: the time (``benchmarks/ZOO.md``, "Triples on every row").
 TRIPLE_MAX_FEATURES = 16
 #: ... and up to this many features from :data:`TRIPLE_WIDE_PAIRS_PER_FEATURE`
 #: pairs per feature (the triples' covariance costs ``rows^2 x C(d, 3)``: at
