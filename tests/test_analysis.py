@@ -163,7 +163,8 @@ def test_density_curve_counts_edges_below_gamma():
         (lambda g: g.pagerank([0.0] * 4), ValueError, "must not be all zero"),
         (lambda g: g.pagerank(damping=1.0), ValueError, "damping"),
     ],
-    ids=str,
+    # lambdas' default ids ("<lambda>" and an index) are the same in every process,
+    # as pytest-xdist's workers need; str() of a lambda holds its address
 )
 def test_bad_arguments(call, error, fragment):
     with pytest.raises(error, match=fragment):

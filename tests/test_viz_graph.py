@@ -107,7 +107,8 @@ def test_pixel_overlay_tints_groups_and_maps_scores():
         (lambda g: plot_token_strip(["a"], groups=[{3}]), "outside 0..0"),
         (lambda g: plot_pixel_overlay(torch.rand(4, 4), torch.zeros(3, 3)), "feature_mask"),
     ],
-    ids=str,
+    # lambdas' default ids ("<lambda>" and an index) are the same in every process,
+    # as pytest-xdist's workers need; str() of a lambda holds its address
 )
 def test_bad_arguments(call, fragment):
     with pytest.raises(ValueError, match=fragment):
