@@ -97,7 +97,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $logs/gpu_NAM
     fi
 }
 
-step tests 100 $PY -m pytest -m cuda -ra -q -p no:cacheprovider tests/test_cuda.py
+# -o addopts="": the image may lack pytest-xdist, and these few tests run in one process
+step tests 100 $PY -m pytest -o addopts="" -m cuda -ra -q -p no:cacheprovider tests/test_cuda.py
 step defaults 150 $PY benchmarks/gpu_defaults.py --device cuda --profile 0.9 --table "$out"
 step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --images 20000 \
     --test-images 100 --throughput 200000
