@@ -50,15 +50,14 @@ from .regression_adjusted import (
 from .walsh_design import draw_design, drawn_pairs, fewest_pairs
 from .walsh_kernel import (
     MAX_ORDER,
-    agreement_table,
     built_covariances,
     cholesky_solve,
     cross_covariances,
     elementary_symmetric,
     leave_one_out_symmetric,
     order_variances,
+    pattern_covariances,
     pseudo_inverse,
-    read_patterns,
 )
 from .walsh_triples import (
     triple_mass,
@@ -287,7 +286,7 @@ def walsh_gp_posterior(
     rows = pairs + 1
     triples = None if interactions is None else triple_weights(interactions, pairs)
     # examples per chunk: the covariances take (priors + powers x orders) x rows^2 floats
-    # each, and the reweighted triples' product powers x rows x triples more
+    # each, and the reweighted triples powers x (2 x their table, or rows x triples) more
     priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * (1 if triples is None else 2)
     per_example = (priors + len(RELEVANCE_POWERS) * (MAX_ORDER + 1)) * rows * rows
     if triples is not None:
@@ -634,10 +633,8 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     order_three = torch.where(reweighted, grid[..., 3], 0.0)[:, None, :, None]  # (E, 1, G, 1)
     mass = triple_mass(relevance, excess[:, None]) if bool(reweighted.any()) else None
     if 2**d <= rows * rows:  # the table of patterns is no larger than a covariance
-        table = agreement_table(relevance, grid, top)  # (E, W, G, 2^d)
-        if mass is not None:
-            table = table + order_three * triple_table(mass, d)[:, :, None]
-        covariances = read_patterns(table, signs, signs)
+        added = None if mass is None else order_three * triple_table(mass, d)[:, :, None]
+        covariances = pattern_covariances(signs, relevance, grid, top, added)
     else:
         covariances = built_covariances(signs, relevance, grid, top)
         if mass is not None:

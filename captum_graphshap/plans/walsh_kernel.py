@@ -92,7 +92,9 @@ def pattern_tables(relevance: Tensor, max_order: int) -> Tensor:
     return table
 
 
-def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
+def pattern_covariances(
+    signs: Tensor, relevance: Tensor, grid: Tensor, top: int, added: Tensor | None = None
+) -> Tensor:
     """Every prior's covariance ``(E, W, G, rows, rows)`` read from a table of patterns.
 
     The covariance of two coalitions depends only on where they agree,
@@ -101,8 +103,11 @@ def pattern_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int
     ``e_(k-i)``, so the table over all ``2^d`` patterns is
     ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
     the Hankel matrix of ``sigma``), and each covariance is one gather from it.
+    ``added`` (broadcast to ``(E, W, G, 2^d)``), another covariance of the
+    patterns, is added to the table before the one gather.
     """
-    return read_patterns(agreement_table(relevance, grid, top), signs, signs)
+    table = agreement_table(relevance, grid, top)
+    return read_patterns(table if added is None else table + added, signs, signs)
 
 
 def agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
