@@ -397,6 +397,9 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
     "before: 20 d pairs above 16 features": {
         (auto_rule, "auto_fit_pairs"): lambda d: 512 if d <= 16 else (20 * d - 3) // 2,
     },
+    # the rule before 2026-11-27: the process up to 32 features only (cubic fit or
+    # permutations above)
+    "before: the process up to 32 features": {(walsh_gp, "WIDE_MAX_FEATURES"): 32},
     # the rule before 2026-11-27: the triples reweighted only up to 256 rows, 16 features
     "before: triples up to 256 rows": {
         (walsh_gp, "triple_weights"): lambda interactions, pairs: (

@@ -394,10 +394,11 @@ def test_all_coalitions_helper_agrees_with_brute_force():
     torch.testing.assert_close(shapley_from_all_coalitions(table[None])[0], brute(table))
 
 
-def test_above_32_features_the_default_fit_is_exact_for_a_game_of_order_three():
-    """Beyond the Walsh process's features "auto" fits the cubic surrogate with a
-    quarter of the triples and no cross-validation; a game of order three whose
-    triples interact in the even part is still fitted exactly."""
+def test_above_32_features_the_cubic_fit_is_exact_for_a_game_of_order_three():
+    """Above 32 features the cubic surrogate (``"auto"``'s from ``6 d`` evaluations
+    below ``8 d`` up to 64 features, and beyond 64) fits a quarter of the triples with
+    no cross-validation; a game of order three whose triples interact in the even part
+    is still fitted exactly."""
     from captum_graphshap.plans.regression_adjusted import WIDE_FEATURES, fitted_triple_count
 
     d = WIDE_FEATURES + 4
@@ -413,5 +414,7 @@ def test_above_32_features_the_default_fit_is_exact_for_a_game_of_order_three():
     exact[[4, 5, 7]] -= 2.0 / 3.0
     assert 0 < fitted_triple_count(d, 511) < triple_count(d, 511)
     x = torch.ones(2, d, dtype=torch.float64)
-    got = PairedKernelShap(model).attribute(x, target=0, budget=1024, generator=seeded(4))
+    got = PairedKernelShap(model).attribute(
+        x, target=0, budget=1024, generator=seeded(4), estimator="cubic"
+    )
     torch.testing.assert_close(got, exact.expand(2, d), rtol=0, atol=1e-8)

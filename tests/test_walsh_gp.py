@@ -79,6 +79,20 @@ def test_exact_on_games_of_order_two(d: int, budget: int) -> None:
     torch.testing.assert_close(phi[0], exact, rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize("d", [40, 64])
+def test_the_default_is_exact_on_wide_games_of_order_two_from_8_d_evaluations(d: int) -> None:
+    """From 33 to 64 features ``"auto"`` fits the process from ``8 d + 2`` evaluations,
+    exact on a game of order two: ``phi_i = w_i + sum_j (a_ij + a_ji) / 2`` (each
+    product ``z_i z_j`` split evenly between its two players)."""
+    game = PairwiseGame(d, seed=d)
+    one = torch.ones(1, d, dtype=torch.float64)
+    phi = PairedKernelShap(game).attribute(
+        one, torch.zeros_like(one), budget=8 * d + 2, generator=torch.Generator().manual_seed(0)
+    )
+    exact = game.w + (game.a.sum(1) + game.a.sum(0)) / 2
+    torch.testing.assert_close(phi[0], exact, rtol=0, atol=1e-8)
+
+
 def test_interpolates_when_every_pair_is_observed() -> None:
     """With all 2^(d-1) - 1 pairs (and the full set) the odd part is known: exact Shapley."""
     d = 6
@@ -535,7 +549,18 @@ def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
     assert auto_plan(24, 2 * most, g, cpu)[1] == "walsh_gp"
     assert auto_plan(24, 2 * most + 2, g, cpu)[1] == "cubic"
     assert auto_plan(16, 20, g, cpu)[1] != "walsh_gp"  # fewer pairs than features
-    assert auto_plan(64, 400, g, cpu)[1] != "walsh_gp"  # beyond MAX_FEATURES
+    # from 33 to 64 features from 4 d pairs (8 d + 2 evaluations) on, up to the same cap
+    assert walsh_gp.MAX_FEATURES == 32 and walsh_gp.WIDE_MAX_FEATURES == 64
+    assert auto_plan(64, 8 * 64 - 2, g, cpu)[1] == "permutation"  # 4 d - 1 pairs
+    assert auto_plan(64, 8 * 64, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(40, 8 * 40, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(40, 1024, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(40, 2 * most, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(40, 2 * most + 2, g, cpu)[1] == "cubic"
+    assert auto_plan(65, 1024, g, cpu)[1] == "cubic"  # beyond WIDE_MAX_FEATURES
+    # BayesShap's posterior keeps the process up to MAX_FEATURES only
+    assert not walsh_gp.auto_walsh_gp(40, 1000)
+    assert walsh_gp.auto_walsh_gp(40, 1000, wide=True)
 
 
 def test_auto_samples_permutations_up_to_12_d_from_48_features_on() -> None:
@@ -546,8 +571,11 @@ def test_auto_samples_permutations_up_to_12_d_from_48_features_on() -> None:
     assert auto_plan(40, 6 * 40, g, cpu)[1] == "cubic"
     # from 48 on at 12 d: a ViT over 196 patches at 2,048 evaluations samples orderings
     assert auto_plan(196, 2046, g, cpu)[1] == "permutation"
-    assert auto_plan(49, 12 * 49 - 4, g, cpu)[1] == "permutation"
-    assert auto_plan(49, 12 * 49, g, cpu)[1] == "cubic"
+    assert auto_plan(96, 12 * 96 - 4, g, cpu)[1] == "permutation"
+    assert auto_plan(96, 12 * 96, g, cpu)[1] == "cubic"
+    # up to 64 features the process takes over from 8 d evaluations instead
+    assert auto_plan(49, 8 * 49 - 4, g, cpu)[1] == "permutation"
+    assert auto_plan(49, 8 * 49, g, cpu)[1] == "walsh_gp"
 
 
 def test_designs_beyond_the_fitted_pairs_extend_the_smaller_design() -> None:

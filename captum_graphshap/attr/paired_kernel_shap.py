@@ -47,9 +47,11 @@ class PairedKernelShapOptions(Options):
             features ``"walsh_gp"`` from ``d`` pairs on, factorised on at
             most 512 pairs and adjusted over the others, so more
             budget never hands over to a worse estimator (see
-            :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`); above
-            32 features antithetic permutations below ``6 d`` evaluations
-            (``12 d`` from 48 features on) and ``"cubic"`` from there,
+            :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`), and
+            from 33 to 64 features from ``4 d`` pairs (``8 d + 2``
+            evaluations) on; otherwise above 32 features antithetic
+            permutations below ``6 d`` evaluations (``12 d`` from 48
+            features on) and ``"cubic"`` from there,
             with a fixed share of its triples instead of a cross-validated
             count (as accurate on the models measured, at a tenth of the
             time or less). ``"walsh_gp"``: the stratified
@@ -252,7 +254,7 @@ def auto_plan(
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
-    if auto_walsh_gp(d, count // 2):
+    if auto_walsh_gp(d, count // 2, wide=True):
         fit = auto_fit_pairs(d)
         return walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit), "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
