@@ -378,15 +378,6 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     torch.testing.assert_close(posterior.mean, plan.estimator(values), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 7, 40])
-def test_triangle_agreements_are_the_products_of_every_pair_of_rows(rows: int) -> None:
-    g = torch.Generator().manual_seed(rows)
-    signs = (torch.rand(rows, 5, generator=g) < 0.5).double() * 2 - 1
-    first, second = torch.triu_indices(rows, rows)
-    want = (signs[first] * signs[second]).T
-    assert torch.equal(walsh_kernel.triangle_agreements(signs), want)
-
-
 @pytest.mark.parametrize("chunked", [False, True], ids=["one-chunk", "chunks"])
 @pytest.mark.parametrize("d", [1, 2, 3, 6, 9])
 def test_pattern_table_covariances_equal_the_power_sum_build(

@@ -228,30 +228,6 @@ def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) 
     return covariances
 
 
-def triangle_agreements(signs: Tensor) -> Tensor:
-    """``(d, rows (rows + 1) / 2)``: ``x_j x'_j`` of every pair of the +-1 rows ``signs``
-    ``(rows, d)``, in ``torch.triu_indices`` order (row ``a``'s pairs with ``b >= a``
-    in turn).
-
-    On the CPU one product per row, written in place: a gather of both rows'
-    entries took 3-4x as long at 512 rows. Elsewhere one gather (a launch per
-    row would cost more than it saves).
-    """
-    rows = signs.shape[0]
-    columns = signs.T.contiguous()
-    if signs.device.type != "cpu":
-        first, second = torch.triu_indices(rows, rows, device=signs.device)
-        return columns[:, first] * columns[:, second]
-    out = columns.new_empty(columns.shape[0], rows * (rows + 1) // 2)
-    start = 0
-    for row in range(rows):
-        torch.mul(
-            columns[:, row : row + 1], columns[:, row:], out=out[:, start : start + rows - row]
-        )
-        start += rows - row
-    return out
-
-
 def pseudo_inverse(normal: Tensor) -> tuple[Tensor, Tensor]:
     """The pseudo-inverse of the symmetric ``normal`` ``(..., d, d)`` and the log of its
     pseudo-determinant, eigenvalues below :data:`NULL_EIGENVALUE` of the largest
