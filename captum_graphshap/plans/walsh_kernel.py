@@ -173,7 +173,93 @@ def cross_covariances(
     if 2**d <= max(rows_b.shape[0], rows_a.shape[0]) ** 2:
         table = agreement_table(relevance[:, None], variances[:, None], top)
         return read_patterns(table, rows_a, rows_b)[:, 0, 0]
-    return torch.einsum("ek,keab->eab", variances, agreement_sums(rows_a, rows_b, relevance, top))
+    return weighted_agreement_sums(rows_a, rows_b, relevance[:, None], variances[:, None], top)[
+        :, 0, 0
+    ]
+
+
+def weighted_agreement_sums(
+    rows_a: Tensor, rows_b: Tensor, relevance: Tensor, grid: Tensor, top: int
+) -> Tensor:
+    """``(E, W, G, A, B)``: ``sum_k grid[e, g, k] e_k(r_j x_j x'_j)`` for every row ``x`` of
+    ``rows_a`` and ``x'`` of ``rows_b`` (+-1), relevance ``(E, W, d)``, grid ``(E, G, top + 1)``.
+
+    The process's priors put no variance on even orders: then
+    :func:`odd_order_sums` (about 2.5x faster), else :func:`agreement_sums`.
+    """
+    even = grid[..., 0::2]
+    if top <= MAX_ORDER and not bool(even.any()):
+        return odd_order_sums(rows_a, rows_b, relevance, grid, top)
+    by_order = agreement_sums(rows_a, rows_b, relevance, top)
+    return torch.einsum("egk,kewab->ewgab", grid, by_order)
+
+
+def odd_order_sums(
+    rows_a: Tensor, rows_b: Tensor, relevance: Tensor, grid: Tensor, top: int
+) -> Tensor:
+    r""":func:`weighted_agreement_sums` for a ``grid`` of odd orders only (up to seven).
+
+    With ``w_j = r_j x_j x'_j``, ``prod_j (1 + t w_j) = sum_k e_k t^k =
+    exp(sum_m (-1)^(m-1) p_m t^m / m)``. Since ``w_j^2 = r_j^2``, the even power
+    sums are the same for every pair of rows, so the even part of the exponent is
+    one scalar series ``C(t) = sum_i gamma_(2i) t^(2i)`` per relevance, and the odd
+    part ``O(t) = sum_(m odd) p_m t^m / m`` holds the four matrices ``p_1, p_3,
+    p_5, p_7`` (matrix products ``(X diag(r^m)) X'``). The odd ``e_k`` are then
+    ``sum_i gamma_(2i) S_(k-2i)`` with ``S_m`` the coefficients of
+    ``sinh(O(t))``, polynomials in the four: a dozen passes over the ``A x B``
+    pairs and one product with the grid, where Newton's identities take
+    ``top^2 / 2`` passes per relevance and order (at d = 32 and 513 rows:
+    10 ms against 26 ms). Rounding: within 2e-13 of the largest diagonal
+    entry (Newton's: 1e-13).
+    """
+    x, y = rows_a.to(relevance.dtype), rows_b.to(relevance.dtype)
+    orders = range(1, top + 1, 2)
+    p = {m: (x * (relevance**m)[..., None, :]) @ y.T for m in orders}  # (E, W, A, B)
+    sinh = _sinh_coefficients(p, top)  # (E, W, S, A, B), S = len(orders)
+    # gamma_(2i): the coefficients of exp(-sum_i p_(2i) u^i / (2i)) in u = t^2
+    exponent = [-(relevance ** (2 * i)).sum(-1) / (2 * i) for i in range(1, top // 2 + 1)]
+    gamma = [torch.ones_like(relevance[..., 0])]
+    for n in range(1, top // 2 + 1):
+        gamma.append(sum(i * exponent[i - 1] * gamma[n - i] for i in range(1, n + 1)) / n)
+    # sum_k sigma_k e_k = sum_m a_m S_m with a_m = sum_(k >= m odd) sigma_k gamma_(k - m)
+    sigma = grid[:, None]  # (E, 1, G, top + 1)
+    weights = torch.stack(
+        [
+            sum(sigma[..., k] * gamma[(k - m) // 2][..., None] for k in range(m, top + 1, 2))
+            for m in orders
+        ],
+        dim=-1,
+    )  # (E, W, G, S)
+    return (weights @ sinh.flatten(-2)).unflatten(-1, sinh.shape[-2:])
+
+
+def _sinh_coefficients(p: dict[int, Tensor], top: int) -> Tensor:
+    """``(..., S, A, B)``: the odd coefficients ``t^1, t^3, ..`` up to ``top`` (at most 7)
+    of ``sinh(p_1 t + p_3 t^3 / 3 + p_5 t^5 / 5 + p_7 t^7 / 7)``."""
+    p1 = p[1]
+    out = p1.new_empty(*p1.shape[:-2], len(p), *p1.shape[-2:])
+    out[..., 0, :, :] = p1
+    if top < 3:
+        return out
+    square = p1 * p1
+    three = out[..., 1, :, :]
+    torch.mul(square, p1, out=three)
+    three.mul_(1 / 6).add_(p[3], alpha=1 / 3)  # p3 / 3 + p1^3 / 6
+    if top < 5:
+        return out
+    fourth = square * square
+    five = out[..., 2, :, :]
+    torch.mul(fourth, p1, out=five)
+    five.mul_(1 / 120).addcmul_(square, p[3], value=1 / 6).add_(p[5], alpha=1 / 5)
+    if top < 7:
+        return out
+    seven = out[..., 3, :, :]
+    torch.mul(fourth, square, out=seven)
+    # p7 / 7 + p1^2 p5 / 10 + p1 p3^2 / 18 + p1^4 p3 / 72 + p1^7 / 5040
+    seven.mul_(p1).mul_(1 / 5040).addcmul_(fourth, p[3], value=1 / 72)
+    seven.addcmul_(p1 * p[3], p[3], value=1 / 18).addcmul_(square, p[5], value=1 / 10)
+    seven.add_(p[7], alpha=1 / 7)
+    return out
 
 
 def agreement_sums(rows_a: Tensor, rows_b: Tensor, relevance: Tensor, top: int) -> Tensor:
@@ -209,8 +295,9 @@ def agreement_sums(rows_a: Tensor, rows_b: Tensor, relevance: Tensor, top: int) 
 
 def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) -> Tensor:
     """Every prior's covariance ``(E, W, G, rows, rows)`` from power sums
-    (:func:`agreement_sums`), where the ``2^d`` agreement patterns outnumber the
-    pairs of rows (at d = 32 and 512 rows: 28 ms, against 82 ms feature by feature).
+    (:func:`weighted_agreement_sums`), where the ``2^d`` agreement patterns outnumber
+    the pairs of rows (at d = 32 and 512 rows: 28 ms by Newton's identities, against
+    82 ms feature by feature; 10 ms through ``sinh``).
 
     Row blocks of at most :data:`BUILD_CHUNK_ELEMENTS` ``e_k`` entries on the
     CPU (the cache), :data:`ACCELERATOR_BUILD_ELEMENTS` elsewhere (memory).
@@ -221,9 +308,8 @@ def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) 
     limit = BUILD_CHUNK_ELEMENTS if signs.device.type == "cpu" else ACCELERATOR_BUILD_ELEMENTS
     block = max(1, min(rows, limit // per_row))
     for start in range(0, rows, block):
-        by_order = agreement_sums(signs[start : start + block], signs, relevance, top)
-        covariances[..., start : start + block, :] = torch.einsum(
-            "egk,kewab->ewgab", grid, by_order
+        covariances[..., start : start + block, :] = weighted_agreement_sums(
+            signs[start : start + block], signs, relevance, grid, top
         )
     return covariances
 
