@@ -774,6 +774,24 @@ def test_odd_order_sums_equal_the_sums_feature_by_feature(d: int) -> None:
     torch.testing.assert_close(
         walsh_kernel.weighted_agreement_sums(rows_a, rows_b, relevance, with_even, top),
         torch.einsum(
-            "egk,kewab->ewgab", with_even, walsh_kernel.agreement_sums(rows_a, rows_b, relevance, top)
+            "egk,kewab->ewgab",
+            with_even,
+            walsh_kernel.agreement_sums(rows_a, rows_b, relevance, top),
         ),
     )
+
+
+@pytest.mark.parametrize("d", [1, 3, 7, 16, 33])
+def test_signed_elementary_symmetric_equals_the_build_feature_by_feature(d: int) -> None:
+    """``e_k(r_j x_j)`` of every row from power sums equals the sums built feature by
+    feature, to rounding of the all-agreeing value."""
+    g = torch.Generator().manual_seed(d)
+    signs = (torch.rand(9, d, generator=g) < 0.5).double() * 2 - 1
+    relevance = torch.rand(2, d, generator=g, dtype=torch.float64) ** 2 + 0.05
+    relevance = relevance / relevance.mean(dim=-1, keepdim=True)
+    top = min(walsh_gp.MAX_ORDER, d) - 1
+    got = walsh_kernel.signed_elementary_symmetric(signs, relevance, top)
+    want = elementary_symmetric(relevance[:, None, :] * signs, top)
+    level = elementary_symmetric(relevance, top)[:, None, :]  # (E, 1, top + 1)
+    assert got.shape == want.shape == (2, 9, top + 1)
+    assert float(((got - want).abs() / level).max()) < 1e-12

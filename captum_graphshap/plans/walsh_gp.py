@@ -58,6 +58,7 @@ from .walsh_kernel import (
     order_variances,
     pattern_covariances,
     pseudo_inverse,
+    signed_elementary_symmetric,
 )
 from .walsh_triples import (
     triple_mass,
@@ -499,9 +500,8 @@ def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
     """``Cov(phi_i, u(S)) / s^2`` ``(E, rows, d)`` of the parities of order three and up."""
     # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
     signed = best.relevance[:, None, :] * signs  # (E, rows, d): r_j x_j
-    cross = signed[..., None] * leave_one_out_symmetric(
-        signed, elementary_symmetric(signed, top - 1)
-    )
+    sums = signed_elementary_symmetric(signs, best.relevance, top - 1)  # (E, rows, top)
+    cross = signed[..., None] * leave_one_out_symmetric(signed, sums)
     shapley_weights = best.variances[:, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
     covariance = torch.einsum("epik,ek->epi", cross, shapley_weights)  # (E, rows, d)
     extra = _triple_excess(signs, best)  # the reweighted triples' part, if any
