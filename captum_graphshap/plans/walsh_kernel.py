@@ -254,12 +254,15 @@ def odd_order_sums(
     exponent = [-(relevance ** (2 * i)).sum(-1) / (2 * i) for i in range(1, top // 2 + 1)]
     gamma = [torch.ones_like(relevance[..., 0])]
     for n in range(1, top // 2 + 1):
-        gamma.append(sum(i * exponent[i - 1] * gamma[n - i] for i in range(1, n + 1)) / n)
+        terms = [i * exponent[i - 1] * gamma[n - i] for i in range(1, n + 1)]
+        gamma.append(torch.stack(terms).sum(0) / n)
     # sum_k sigma_k e_k = sum_m a_m S_m with a_m = sum_(k >= m odd) sigma_k gamma_(k - m)
     sigma = grid[:, None]  # (E, 1, G, top + 1)
     weights = torch.stack(
         [
-            sum(sigma[..., k] * gamma[(k - m) // 2][..., None] for k in range(m, top + 1, 2))
+            torch.stack(
+                [sigma[..., k] * gamma[(k - m) // 2][..., None] for k in range(m, top + 1, 2)]
+            ).sum(0)
             for m in orders
         ],
         dim=-1,
