@@ -26,8 +26,8 @@ References: exact Shapley (``ExactShapley``, all ``2^d`` coalitions) where
 ``ShapleySampling`` runs of ``--reference-budget`` evaluations each, whose
 disagreement (relative L1 between the two) is printed beside each model.
 
-Methods, at budgets ``4 d``, 256 and 1,024 (a cell whose budget covers the
-``2^d`` coalitions is skipped): ours are ``PairedKernelShap()`` with no option
+Methods, at budgets ``4 d``, 256 and 1,024 (``--budgets``; a cell whose budget
+covers the ``2^d`` coalitions is skipped): ours are ``PairedKernelShap()`` with no option
 (the default), its ``walsh_gp`` (``d <= 32``), ``cubic`` and
 ``regression_mc`` options, antithetic ``ShapleySampling`` and ``Shear``;
 the peers are shapiq 1.8's OddSHAP, LeverageSHAP, PolySHAP (order 2),
@@ -508,7 +508,8 @@ def measure_model(spec: Spec, args: argparse.Namespace, peers: Peers | None, see
     games = games_of(spec, args.explicands)
     d = spec.d
     truth, noise = reference(games, d, args, seed)
-    budgets = [b for b in (4 * d, 256, 1024) if b < 2**d]
+    labels = {budget_of(token, d): token for token in args.budgets}
+    budgets = [b for b in labels if b < 2**d]
     cells = {}
     for budget in budgets:
         errors: dict[str, list[float]] = {}
@@ -527,7 +528,15 @@ def measure_model(spec: Spec, args: argparse.Namespace, peers: Peers | None, see
                         relative_l1(phi, truth[e]) if torch.isfinite(phi).all() else float("nan")
                     )
         cells[str(budget)] = {k: float(np.mean(v)) for k, v in errors.items()}
-    return {"spec": dataclasses.asdict(spec), "name": spec.name, "noise": noise, "cells": cells}
+    return {
+        "spec": dataclasses.asdict(spec), "name": spec.name, "noise": noise, "cells": cells,
+        "labels": {str(b): labels[b] for b in budgets},
+    }  # fmt: skip
+
+
+def budget_of(token: str, d: int) -> int:
+    """``"4d"`` -> ``4 d`` evaluations, ``"256"`` -> 256."""
+    return int(token[:-1]) * d if token.endswith("d") else int(token)
 
 
 # ------------------------------------------------------------------ report
@@ -556,6 +565,7 @@ def cell_rows(results: list[dict], default_name: str = DEFAULT) -> list[dict]:
             rows.append({
                 "model": result["name"], "family": result["spec"]["family"],
                 "d": result["spec"]["d"], "budget": int(budget), "noise": result["noise"],
+                "label": result.get("labels", {}).get(budget),
                 "default": default, "best_ours": best_ours, "ours_error": ours_error,
                 "best_peer": best_peer, "peer_error": peer_error,
                 "vs_peer": default / peer_error if peer_error > 0 else float("nan"),
@@ -565,6 +575,8 @@ def cell_rows(results: list[dict], default_name: str = DEFAULT) -> list[dict]:
 
 
 def budget_label(row: dict) -> str:
+    if row.get("label"):
+        return row["label"]
     return "4d" if row["budget"] == 4 * row["d"] else str(row["budget"])
 
 
@@ -574,7 +586,7 @@ def summary(rows: list[dict]) -> list[str]:
         "ratio to best peer | within 1.1x of our best | median / worst ratio to our best |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    groups = {"4d": [], "256": [], "1024": []}  # type: dict[str, list[dict]]
+    groups: dict[str, list[dict]] = {}
     for row in rows:
         groups.setdefault(budget_label(row), []).append(row)
     groups["all"] = rows
@@ -672,6 +684,13 @@ def main() -> None:
     parser.add_argument("--explicands", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--exact-max", type=int, default=16)
+    parser.add_argument(
+        "--budgets",
+        type=lambda text: [t for t in text.split(",") if t],
+        default=["4d", "256", "1024"],
+        help="comma-separated budgets: a number of evaluations, or k d ('4d', '6d')",
+    )
+    parser.add_argument("--max-d", type=int, default=64, help="only models with d at most this")
     parser.add_argument("--reference-budget", type=int, default=200_000)
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--no-peers", action="store_true")
@@ -693,7 +712,7 @@ def main() -> None:
     if args.quick:
         args.explicands, args.reference_budget = 1, min(args.reference_budget, 40_000)
     families = args.families.split(",")
-    specs = [s for s in draw_specs(master, counts) if s.family in families]
+    specs = [s for s in draw_specs(master, counts) if s.family in families and s.d <= args.max_d]
     command = shlex.join(["python", "benchmarks/zoo.py", *sys.argv[1:]])
     if args.seed is None:
         command += f" --seed {master}"
