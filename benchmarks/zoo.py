@@ -508,7 +508,9 @@ def measure_model(spec: Spec, args: argparse.Namespace, peers: Peers | None, see
     games = games_of(spec, args.explicands)
     d = spec.d
     truth, noise = reference(games, d, args, seed)
-    labels = {budget_of(token, d): token for token in args.budgets}
+    labels: dict[int, str] = {}
+    for token in args.budgets:  # the first token naming a budget labels it (4d = 256 at d = 64)
+        labels.setdefault(budget_of(token, d), token)
     budgets = [b for b in labels if b < 2**d]
     cells = {}
     for budget in budgets:
