@@ -105,7 +105,7 @@ def test_the_unbiased_estimators_give_the_cpu_result_on_the_gpu(cls, options):
     [
         (cg.PairedKernelShap, 12, 26, 2e-3),  # the fewest pairs: redrawn designs
         # the process adjusted over the extra pairs; its 512 fitted pairs reweight the
-        # triples, read from their Walsh-Hadamard table (not yet run on a GPU since)
+        # triples, read from their table of patterns (not yet run on a GPU since)
         (cg.PairedKernelShap, 14, 1100, 1e-8),
         (cg.PairedKernelShap, 14, 4096, 1e-8),
         (cg.BayesShap, 14, 4200, 1e-5),  # the full posterior up to 2,048 pairs

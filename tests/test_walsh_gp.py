@@ -257,7 +257,7 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
 
 @pytest.mark.parametrize("d", [3, 6, 9, 12])
 def test_triple_table_gives_the_triples_covariance_of_every_pair_of_rows(d: int) -> None:
-    """Read through the agreement patterns, the Walsh-Hadamard table of the triples'
+    """Read through the agreement patterns, the table of the triples'
     masses equals ``sum_T m_T chi_T(a) chi_T(b)`` written out, for every pair of rows
     (both halves of the pattern code, an odd ``d`` included)."""
     g = torch.Generator().manual_seed(d)
