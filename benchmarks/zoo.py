@@ -693,6 +693,7 @@ def main() -> None:
         help="comma-separated budgets: a number of evaluations, or k d ('4d', '6d')",
     )
     parser.add_argument("--max-d", type=int, default=64, help="only models with d at most this")
+    parser.add_argument("--min-d", type=int, default=0, help="only models with d at least this")
     parser.add_argument("--reference-budget", type=int, default=200_000)
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--no-peers", action="store_true")
@@ -714,7 +715,11 @@ def main() -> None:
     if args.quick:
         args.explicands, args.reference_budget = 1, min(args.reference_budget, 40_000)
     families = args.families.split(",")
-    specs = [s for s in draw_specs(master, counts) if s.family in families and s.d <= args.max_d]
+    specs = [
+        s
+        for s in draw_specs(master, counts)
+        if s.family in families and args.min_d <= s.d <= args.max_d
+    ]
     command = shlex.join(["python", "benchmarks/zoo.py", *sys.argv[1:]])
     if args.seed is None:
         command += f" --seed {master}"
