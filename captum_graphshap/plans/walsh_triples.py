@@ -16,6 +16,7 @@ import itertools
 import torch
 from torch import Tensor
 
+from .linear import popcount
 from .surrogates import cubic_rows
 from .walsh_kernel import triple_parities
 
@@ -112,7 +113,7 @@ def _half_parities(
     def parities(chosen: list[tuple[int, ...]], size: int) -> Tensor:
         masks = torch.tensor([sum(1 << j for j in s) for s in chosen], device=device)
         patterns = torch.arange(2**size, device=device)
-        ones = _popcount(patterns[:, None] & masks[None, :])
+        ones = popcount(patterns[:, None] & masks[None, :], size)
         return 1.0 - 2.0 * (ones % 2).to(torch.float64)
 
     lists = subsets(half), subsets(d - half)
@@ -126,14 +127,6 @@ def _half_parities(
         torch.tensor(at_first, dtype=torch.long, device=device),
         torch.tensor(at_second, dtype=torch.long, device=device),
     )
-
-
-def _popcount(values: Tensor) -> Tensor:
-    """Set bits of each non-negative integer (below ``2^32``)."""
-    count = torch.zeros_like(values)
-    for bit in range(32):
-        count += (values >> bit) & 1
-    return count
 
 
 def triple_mass(relevance: Tensor, excess: Tensor) -> Tensor:
