@@ -408,6 +408,8 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
             else None
         ),
     },
+    # the rule before 2026-11-27's local parities (plans/walsh_local.py)
+    "before: no local parities": {(walsh_gp, "local_enabled"): lambda d: False},
 }
 
 

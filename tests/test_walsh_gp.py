@@ -17,7 +17,7 @@ from torch import nn
 from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
-from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_triples
+from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_local, walsh_triples
 from captum_graphshap.plans.stratified import size_allocation
 from captum_graphshap.plans.walsh_gp import walsh_gp_plan
 from captum_graphshap.plans.walsh_kernel import elementary_symmetric, leave_one_out_symmetric
@@ -255,6 +255,132 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     torch.testing.assert_close(spread[0], fits[1][2], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("d", [5, 10, 13])
+def test_local_sets_are_the_odd_subsets_of_the_centred_windows(d: int) -> None:
+    """Every subset of order three or five within some window of ``LOCAL_WIDTH``
+    consecutive ids centred on a feature (cut at the ends), counted once per such
+    window; ``local_parities`` is the product of its members' signs."""
+    members, multiplicity, order = walsh_local.local_sets(d, torch.device("cpu"))
+    got = {
+        tuple(int(j) for j in row.nonzero()[:, 0]): float(m)
+        for row, m in zip(members, multiplicity)
+    }
+    half = walsh_local.LOCAL_WIDTH // 2
+    windows = [set(range(max(0, c - half), min(d, c + half + 1))) for c in range(d)]
+    want = {}
+    for size in (3, 5):
+        for subset in itertools.combinations(range(d), size):
+            count = sum(set(subset) <= window for window in windows)
+            if count:
+                want[subset] = float(count)
+    assert got == want
+    assert order.tolist() == [float(len(t)) for t in got]
+    signs = torch.randint(0, 2, (30, d), generator=torch.Generator().manual_seed(d)) * 2 - 1.0
+    parities = walsh_local.local_parities(signs.double(), members)
+    brute_parities = torch.stack([signs[:, list(t)].prod(1) for t in got], 1).double()
+    torch.testing.assert_close(parities, brute_parities, rtol=0, atol=0)
+
+
+def test_local_parities_are_kriging_with_those_parities_variances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid's local shape adds ``lambda sigma_|T| m_T`` (equal relevances) to the
+    variance of each local parity; chosen by the restricted likelihood where the odd
+    part is local, its mean and variance are kriging with that explicit basis."""
+    monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
+    monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
+    monkeypatch.setattr(walsh_gp, "LOCAL_WEIGHTS", (50.0,))
+    monkeypatch.setattr(walsh_local, "LOCAL_WEIGHTS", (50.0,))
+    d = 10  # 492 parities of order three to seven: the covariance of 41 rows has full rank
+    g = torch.Generator().manual_seed(1)
+    codes = torch.randperm(2 ** (d - 1) - 1, generator=g)[:40] + 1
+    member = (codes[:, None] >> torch.arange(d)) & 1
+    signs = torch.cat([member, torch.ones(1, d, dtype=torch.long)]).double() * 2 - 1
+    # an odd part of neighbouring features: (2, 3, 4) and (4, 5, 6), and a linear part
+    odd = 0.5 * signs[:, 0] + 1.5 * signs[:, 2:5].prod(1) - 1.0 * signs[:, 4:7].prod(1)
+    odd = odd[None]
+    scale = torch.ones(1, d, dtype=torch.float64)
+    mean, spread, _ = walsh_gp.posterior_parts(signs, odd, scale, True)
+    assert spread is not None
+
+    local, multiplicity, _ = walsh_local.local_sets(d, torch.device("cpu"))
+    count = {
+        tuple(int(j) for j in row.nonzero()[:, 0]): float(m) for row, m in zip(local, multiplicity)
+    }
+    parities = [t for k in (3, 5, 7) for t in itertools.combinations(range(d), k)]
+    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
+    members = torch.tensor(
+        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
+    )
+    fits = []
+    for weight in (0.0, 50.0):
+        prior = torch.tensor(
+            [0.1 ** ((len(t) - 3) // 2) * (1 + weight * count.get(t, 0.0)) for t in parities],
+            dtype=torch.float64,
+        )
+        kernel = basis @ torch.diag(prior) @ basis.T
+        kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
+        inverse = torch.linalg.inv(kernel)
+        normal = signs.T @ inverse @ signs
+        beta = torch.linalg.solve(normal, signs.T @ inverse @ odd[0])
+        residual = odd[0] - signs @ beta
+        quadratic = residual @ inverse @ residual
+        likelihood = (
+            -0.5 * (len(basis) - d) * torch.log(quadratic)
+            - 0.5 * torch.linalg.slogdet(kernel)[1]
+            - 0.5 * torch.linalg.slogdet(normal)[1]
+        )
+        cross = members @ torch.diag(prior) @ basis.T
+        want_mean = 2 * beta + cross @ inverse @ residual
+        lift = 2 * torch.eye(d, dtype=torch.float64) - signs.T @ inverse @ cross.T
+        variance = (
+            (members**2 @ prior)
+            - (cross @ inverse @ cross.T).diagonal()
+            + (lift * torch.linalg.solve(normal, lift)).sum(0)
+        )
+        fits.append((float(likelihood), want_mean, variance))
+    assert fits[1][0] > fits[0][0] + 1  # the local prior explains the neighbours' triples
+    torch.testing.assert_close(mean[0], fits[1][1], rtol=1e-9, atol=1e-12)
+    # the variances up to the scale (restricted or leave-one-out, tested elsewhere)
+    ratio = spread[0] / fits[1][2]
+    torch.testing.assert_close(ratio, ratio.mean().expand(d), rtol=1e-8, atol=0)
+
+
+def test_local_parities_take_a_1d_convolutions_neighbourhoods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A random 1-d ReLU CNN with max-pooling (the zoo's ``cnn1d``) on a signal of 16
+    segments of 4 samples: its interactions are between neighbouring segments, and at
+    256 evaluations the default with local parities is several times closer to the
+    exact values than the same process without them (0.0018 against 0.0129 here;
+    0.11-0.15x on three random models, and about 0.01x at 1,024 evaluations)."""
+    d = 16
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Unflatten(1, (1, 4 * d)), nn.Conv1d(1, 8, 5, padding=2), nn.ReLU(), nn.MaxPool1d(2),
+        nn.Conv1d(8, 16, 5, padding=2), nn.ReLU(), nn.MaxPool1d(2), nn.Flatten(),
+        nn.Linear(16 * d, 1),
+    ).eval()  # fmt: skip
+    x = torch.randn(1, 4 * d)
+    mask = torch.arange(4 * d)[None] // 4
+    exact = ExactShapley(model).attribute(x, baselines=0.0, target=0, feature_mask=mask).double()
+
+    def mean_error() -> float:
+        errors = []
+        for seed in range(3):
+            phi = PairedKernelShap(model).attribute(
+                x, baselines=0.0, target=0, feature_mask=mask, budget=256,
+                generator=torch.Generator().manual_seed(seed),
+            )  # fmt: skip
+            errors.append(float((phi.double() - exact).abs().sum() / exact.abs().sum()))
+        return sum(errors) / len(errors)
+
+    with_local = mean_error()
+    monkeypatch.setattr(walsh_gp, "local_enabled", lambda num_features: False)
+    without = mean_error()
+    assert with_local < 0.3 * without, (with_local, without)
+
+
 @pytest.mark.parametrize("d", [3, 6, 9, 12])
 def test_triple_table_gives_the_triples_covariance_of_every_pair_of_rows(d: int) -> None:
     """Read through the agreement patterns, the table of the triples'
@@ -454,7 +580,9 @@ def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
         relevance = (relevance / relevance.mean())[:, None]
         grid = walsh_kernel.order_variances(d, decay)[None, None]
         none = torch.zeros(1, 1, dtype=torch.bool)
-        priors = walsh_gp._Priors(relevance, grid, relevance.new_zeros(1, 0), none)
+        priors = walsh_gp._Priors(
+            relevance, grid, relevance.new_zeros(1, 0), none, relevance.new_zeros(1, 1)
+        )
         fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d))
         likelihood[power, decay] = float(fit.likelihood[0])
     assert matches[0] == max(likelihood, key=likelihood.__getitem__), likelihood

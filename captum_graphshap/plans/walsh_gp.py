@@ -60,6 +60,14 @@ from .walsh_kernel import (
     pseudo_inverse,
     signed_elementary_symmetric,
 )
+from .walsh_local import (
+    LOCAL_WEIGHTS,
+    local_covariances,
+    local_enabled,
+    local_mass,
+    local_parities,
+    local_sets,
+)
 from .walsh_triples import (
     triple_mass,
     triple_members,
@@ -309,6 +317,9 @@ def walsh_gp_posterior(
     if triples is not None:
         size = 2 * 2**d if 2**d <= rows * rows else rows * triples.shape[1]
         per_example += len(RELEVANCE_POWERS) * size
+    if local_enabled(d):  # the local shapes' covariances and their parities' products
+        local_priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * len(LOCAL_WEIGHTS)
+        per_example += local_priors * rows * (rows + len(local_sets(d, signs.device)[0]))
     predict_signs = None
     if predict is not None:
         predict_signs = predict.to(torch.float64) * 2 - 1
@@ -455,6 +466,10 @@ def posterior_parts(
     extra = _triple_excess(signs, best)
     if extra is not None:
         prior = prior + (4 / 9) * extra[0] @ extra[1]
+    local = _local_excess(signs, best)
+    if local is not None:
+        mass, members, order = local
+        prior = prior + (mass * (2 / order) ** 2) @ members
     spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
     # the scale: the restricted likelihood's, or the leave-one-out residuals' where
     # the prior understates the game's higher orders (ReLU kinks, say)
@@ -492,6 +507,11 @@ def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
     if extra is not None:
         new, seen = triple_products(predict), triple_products(signs)
         cross = cross + (new * extra[0][:, None, :]) @ seen.T
+    local = _local_excess(signs, best)
+    if local is not None:
+        mass, members, _ = local
+        new, seen = local_parities(predict, members), local_parities(signs, members)
+        cross = cross + (new * mass[:, None, :]) @ seen.T
     linear = (predict @ best.linear)[..., 0]  # (E, rows')
     return linear + torch.einsum("eab,eb->ea", cross, best.inverse_residual)
 
@@ -510,6 +530,12 @@ def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
         parities = triple_products(signs)
         # 2 / 3 of each triple's parity to each of its members
         covariance = covariance + (2 / 3) * (parities * mass[:, None, :]) @ members
+    local = _local_excess(signs, best)
+    if local is not None:  # 2 / |T| of each local parity to each of its members
+        mass, members, order = local
+        covariance = (
+            covariance + (local_parities(signs, members) * (mass * 2 / order)[:, None, :]) @ members
+        )
     return covariance
 
 
@@ -520,11 +546,15 @@ class _Priors(NamedTuple):
     grid: Tensor  # (E, G, top + 1) variance per order
     excess: Tensor  # (E, T) extra weight on each triple beyond r_i r_j r_k (T = 0: none)
     reweighted: Tensor  # (E, G) bool: the shapes whose triples take the excess
+    local: Tensor  # (E, G) the local parities' weight lambda (0: none; walsh_local.py)
 
 
 def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
-    """The grid: :data:`RELEVANCE_POWERS` x :data:`ORDER_DECAYS`, and with ``triples``
-    each shape once more with the triples reweighted."""
+    """The grid: :data:`RELEVANCE_POWERS` x :data:`ORDER_DECAYS`, with ``triples`` each
+    shape once more with the triples reweighted, and from
+    :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features each plain
+    shape once more per weight of the local parities
+    (:data:`~captum_graphshap.plans.walsh_local.LOCAL_WEIGHTS`)."""
     d = scale.shape[1]
     powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=scale.device)
     relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
@@ -533,10 +563,19 @@ def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
     grid = grid.expand(len(scale), -1, -1)  # (E, G, top + 1)
     excess = scale.new_zeros(len(scale), 0)  # (E, T): none
     reweighted = torch.zeros(grid.shape[:2], dtype=torch.bool, device=scale.device)
+    plain = grid
     if triples is not None:
         grid, excess = torch.cat([grid, grid], dim=1), triples - 1
         reweighted = torch.cat([reweighted, ~reweighted], dim=1)
-    return _Priors(relevance, grid, excess, reweighted)
+    local = torch.zeros(grid.shape[:2], dtype=torch.float64, device=scale.device)
+    if local_enabled(d):
+        shapes = plain.shape[1]
+        grid = torch.cat([grid] + [plain] * len(LOCAL_WEIGHTS), dim=1)
+        extra = torch.zeros(len(scale), shapes * len(LOCAL_WEIGHTS), dtype=torch.bool)
+        reweighted = torch.cat([reweighted, extra.to(scale.device)], dim=1)
+        weights = torch.tensor(LOCAL_WEIGHTS, dtype=torch.float64, device=scale.device)
+        local = torch.cat([local, weights.repeat_interleave(shapes).expand(len(scale), -1)], 1)
+    return _Priors(relevance, grid, excess, reweighted, local)
 
 
 class _Prior(NamedTuple):
@@ -545,6 +584,7 @@ class _Prior(NamedTuple):
     relevance: Tensor  # (E, d)
     variances: Tensor  # (E, top + 1) per order
     excess: Tensor  # (E, T) the triples' excess weight, zero where not reweighted
+    local: Tensor  # (E,) the local parities' weight, zero where none
     likelihood: Tensor  # (E,) restricted; -inf where it failed
     linear: Tensor  # (E, d, 1)
     inverse_residual: Tensor  # (E, rows)
@@ -568,7 +608,9 @@ def _best_prior(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior
     subset = torch.cat([spaced, spaced.new_full((1,), rows - 1)])
     pre = _best_of_grid(signs[subset], odd[:, subset], priors, top)
     reweighted = (pre.excess != 0).any(dim=1, keepdim=True)
-    chosen = _Priors(pre.relevance[:, None], pre.variances[:, None], pre.excess, reweighted)
+    chosen = _Priors(
+        pre.relevance[:, None], pre.variances[:, None], pre.excess, reweighted, pre.local[:, None]
+    )
     best = _best_of_grid(signs, odd, chosen, top)
     failed = ~torch.isfinite(best.likelihood)
     if bool(failed.any()):  # not positive definite on every row: the whole grid there
@@ -592,6 +634,7 @@ def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Pri
         priors.relevance[examples, power_pick],
         priors.grid[examples, shape_pick],
         torch.where(taken, priors.excess, 0.0),
+        priors.local[examples, shape_pick],
         fit.likelihood[chosen],
         fit.linear[chosen],
         fit.inverse_residual[chosen],
@@ -608,6 +651,15 @@ def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
         return None
     mass = best.variances[:, 3, None] * triple_mass(best.relevance, best.excess)
     return mass, triple_members(signs.shape[1], signs.device)
+
+
+def _local_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor, Tensor] | None:
+    """The chosen priors' local parities: ``(E, P)`` their extra variances, ``(P, d)``
+    their members and ``(P,)`` their orders; None where no example took them."""
+    if not bool((best.local > 0).any()):
+        return None
+    members, _, order = local_sets(signs.shape[1], signs.device)
+    return local_mass(best.relevance, best.variances, best.local), members, order
 
 
 def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
@@ -644,7 +696,7 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     A factorisation that failed (``info != 0``) is replaced by the identity.
     """
     rows, d = signs.shape
-    relevance, grid, excess, reweighted = priors
+    relevance, grid, excess, reweighted, local = priors
     # the reweighted shapes add sigma_3 times the triples' covariance, one per relevance
     order_three = torch.where(reweighted, grid[..., 3], 0.0)[:, None, :, None]  # (E, 1, G, 1)
     mass = triple_mass(relevance, excess[:, None]) if bool(reweighted.any()) else None
@@ -657,6 +709,9 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
             parities = triple_products(signs)  # (rows, T)
             triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
             covariances += order_three[..., None] * triples[:, :, None]
+    if bool((local > 0).any()):  # the local shapes add their parities' covariance
+        added, shapes = local_covariances(signs, relevance, grid, local)
+        covariances[:, :, shapes] += added
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
     level = diagonal.mean(dim=-1)
