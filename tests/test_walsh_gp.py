@@ -17,7 +17,7 @@ from torch import nn
 from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
-from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_local, walsh_triples
+from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_kriging, walsh_local, walsh_triples
 from captum_graphshap.plans.stratified import size_allocation
 from captum_graphshap.plans.walsh_gp import walsh_gp_plan
 from captum_graphshap.plans.walsh_kernel import elementary_symmetric, leave_one_out_symmetric
@@ -813,7 +813,9 @@ def test_the_leave_one_out_scale_refits_without_each_row() -> None:
     projector = k_inv - k_inv @ signs @ torch.linalg.inv(signs.T @ k_inv @ signs) @ signs.T @ k_inv
     precisions = projector.diagonal()
     want = (torch.stack(residuals).square() * precisions).mean()
-    got = walsh_gp._leave_one_out_scale(signs, best)[0]
+    got = walsh_kriging.leave_one_out_scale(
+        signs, best.factor, best.normal_inverse, best.inverse_residual
+    )[0]
     torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
 
 

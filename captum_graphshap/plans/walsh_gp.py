@@ -51,15 +51,14 @@ from .walsh_design import draw_design, drawn_pairs, fewest_pairs
 from .walsh_kernel import (
     MAX_ORDER,
     built_covariances,
-    cholesky_solve,
     cross_covariances,
     elementary_symmetric,
     leave_one_out_symmetric,
     order_variances,
     pattern_covariances,
-    pseudo_inverse,
     signed_elementary_symmetric,
 )
+from .walsh_kriging import kriging, leave_one_out_scale, posterior_variances
 from .walsh_local import (
     LOCAL_WEIGHTS,
     local_covariances,
@@ -470,33 +469,15 @@ def posterior_parts(
     if local is not None:
         mass, members, order = local
         prior = prior + (mass * (2 / order) ** 2) @ members
-    spread = _posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
+    spread = posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
     # the scale: the restricted likelihood's, or the leave-one-out residuals' where
     # the prior understates the game's higher orders (ReLU kinks, say)
     restricted = best.quadratic / max(1, signs.shape[0] - d)
-    scale_estimate = torch.maximum(restricted, _leave_one_out_scale(signs, best))
+    scale_estimate = torch.maximum(
+        restricted,
+        leave_one_out_scale(signs, best.factor, best.normal_inverse, best.inverse_residual),
+    )
     return mean, scale_estimate[:, None] * spread, predicted
-
-
-def _leave_one_out_scale(signs: Tensor, best: _Prior) -> Tensor:
-    """``(E,)`` the scale ``s^2`` that standardises the leave-one-out residuals.
-
-    Under universal kriging the residual of row ``i`` predicted from the
-    others is ``(P u)_i / P_ii`` with ``P = K^-1 - K^-1 X (X' K^-1 X)^-1 X' K^-1``,
-    and its variance ``s^2 / P_ii``; so ``mean_i (P u)_i^2 / P_ii`` estimates
-    ``s^2`` from how well each observation is predicted, where the restricted
-    likelihood trusts the prior's shape. Rows the linear parities alone
-    determine (``P_ii`` ~ 0) are left out.
-    """
-    rows = signs.shape[0]
-    eye = torch.eye(rows, dtype=torch.float64, device=signs.device)
-    inverse_factor = torch.linalg.solve_triangular(best.factor, eye, upper=False)  # L^-1
-    diagonal = inverse_factor.square().sum(dim=-2)  # diag(K^-1)
-    solved = cholesky_solve(signs.expand(best.factor.shape[0], -1, -1), best.factor)
-    diagonal = diagonal - ((solved @ best.normal_inverse) * solved).sum(dim=-1)  # diag(P)
-    kept = diagonal > 1e-9 * diagonal.amax(dim=-1, keepdim=True)
-    ratios = torch.where(kept, best.inverse_residual.square() / diagonal.clamp_min(1e-300), 0.0)
-    return ratios.sum(dim=-1) / kept.sum(dim=-1).clamp_min(1)
 
 
 def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
@@ -624,7 +605,7 @@ def _best_prior(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior
 def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior:
     """:func:`_best_prior` with the choice made on every row: every prior factorised."""
     factor, info = _factored_covariances(signs, priors, top)
-    fit = _kriging(signs, odd, factor, info)
+    fit = kriging(signs, odd, factor, info)
     pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
     examples = torch.arange(odd.shape[0], device=signs.device)
     power_pick, shape_pick = pick // priors.grid.shape[1], pick % priors.grid.shape[1]
@@ -671,25 +652,6 @@ def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
     return relevance * torch.einsum("eik,ek->ei", without, order_weights)
 
 
-def _posterior_variances(
-    signs: Tensor, prior: Tensor, covariance: Tensor, factor: Tensor, normal_inverse: Tensor
-) -> Tensor:
-    """``Var(phi_i | u) / s^2`` ``(E, d)`` under universal kriging.
-
-    ``v_i - c_i' K^-1 c_i + g_i' (X' K^-1 X)^-1 g_i`` with ``v_i`` the prior
-    variance of ``phi_i``'s part of order three and up (``prior``), ``c_i`` its
-    covariance with the observations (``covariance``, ``(E, rows, d)``) and
-    ``g_i = 2 e_i - X' K^-1 c_i`` what the linear parities' estimate adds.
-    """
-    d = signs.shape[1]
-    solved = cholesky_solve(covariance, factor)  # K^-1 c_i
-    explained = (covariance * solved).sum(dim=1)
-    eye = torch.eye(d, dtype=torch.float64, device=signs.device)
-    lift = 2 * eye - signs.T @ solved  # (E, d, d): column i is g_i
-    added = (lift * (normal_inverse @ lift)).sum(dim=1)
-    return (prior - explained + added).clamp_min(0.0)
-
-
 def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Tensor, Tensor]:
     """Cholesky factors ``(E, W, G, rows, rows)`` of every prior's covariance, and their info.
 
@@ -722,39 +684,6 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     if bool(failed.any()):  # dropped by the caller; the identity meanwhile
         factor[failed] = torch.eye(rows, dtype=torch.float64, device=signs.device)
     return factor, info
-
-
-class _Kriging(NamedTuple):
-    """Universal kriging under every prior ``(E, W, G, ...)``."""
-
-    linear: Tensor  # (..., d, 1) the generalised least-squares fit of the linear parities
-    inverse_residual: Tensor  # (..., rows) K^-1 (u - X beta)
-    likelihood: Tensor  # (...) restricted, the scale profiled out; -inf where the prior failed
-    normal_inverse: Tensor  # (..., d, d) the pseudo-inverse of X' K^-1 X
-    quadratic: Tensor  # (...) (u - X beta)' K^-1 (u - X beta)
-
-
-def _kriging(signs: Tensor, odd: Tensor, factor: Tensor, info: Tensor) -> _Kriging:
-    """Universal kriging under every prior (see :class:`_Kriging`)."""
-    rows, d = signs.shape
-    target = odd[:, None, None, :, None].expand(-1, *factor.shape[1:3], -1, -1)
-    solved = cholesky_solve(
-        torch.cat([signs.expand(*factor.shape[:3], -1, -1), target], dim=-1), factor
-    )
-    inverse_signs, inverse_odd = solved[..., :d], solved[..., d:]
-    normal = signs.T @ inverse_signs  # (E, W, G, d, d)
-    normal_inverse, log_pseudo_det = pseudo_inverse(normal)
-    linear = normal_inverse @ (signs.T @ inverse_odd)
-    inverse_residual = (inverse_odd - inverse_signs @ linear)[..., 0]  # K^-1 (u - X beta)
-    quadratic = (target[..., 0] * inverse_residual).sum(dim=-1).clamp_min(1e-300)
-    likelihood = (
-        -0.5 * (rows - d) * torch.log(quadratic)
-        - torch.log(factor.diagonal(dim1=-2, dim2=-1)).sum(dim=-1)
-        - 0.5 * log_pseudo_det
-    )
-    ok = (info == 0) & torch.isfinite(likelihood)
-    likelihood = torch.where(ok, likelihood, -torch.inf)
-    return _Kriging(linear, inverse_residual, likelihood, normal_inverse, quadratic)
 
 
 def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
