@@ -17,7 +17,7 @@ against exact Shapley values (``ExactShapley``):
 Errors are the mean over examples of ``||phi_hat - phi|| / ||phi||``.
 
 Run:  python benchmarks/amortized.py [--quick] [--sizes 3000,20000] [--images 20000]
-          [--estimator permutation] [--test 200] [--test-images 100]
+          [--estimator kernel|permutation] [--seed 0] [--test 200] [--test-images 100]
           [--only tabular|images] [--models relu,tanh] [--device cuda]
           [--throughput 100000]
 
@@ -126,7 +126,7 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
     explainer = AmortizedShapley(model, feature_mask=mask, explainer=network)
     start = time.perf_counter()
     report = explainer.fit(
-        train, budget=64, generator=torch.Generator().manual_seed(0),
+        train, budget=64, generator=torch.Generator().manual_seed(args.seed),
         label_estimator=args.estimator, exact_examples=0, epochs=args.epochs, **kwargs,
     )  # fmt: skip
     fit_time = time.perf_counter() - start
@@ -163,7 +163,10 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
         if budget == 256:
             default_time = seconds
             args.default_per_second = len(test) / seconds
-    print(f"\n== {name}: train {len(train)}, held-out test {len(test)}, labels {args.estimator}")
+    print(
+        f"\n== {name}: train {len(train)}, held-out test {len(test)}, labels {args.estimator}, "
+        f"seed {args.seed}"
+    )
     print(
         f"device {device}; {'method':<34} {'model evaluations':>18} {'rel. error':>11} "
         f"{'median':>8} {'pooled':>8}"
@@ -247,7 +250,8 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=20000)
     parser.add_argument("--test", type=int, default=200)
     parser.add_argument("--test-images", type=int, default=100, help="2^16 rows each for exact")
-    parser.add_argument("--estimator", default="kernel")
+    parser.add_argument("--estimator", default="fastshap", help="fit's label_estimator")
+    parser.add_argument("--seed", type=int, default=0, help="the fit's generator (labels, net)")
     parser.add_argument("--only", default="", help="tabular or images")
     parser.add_argument("--models", default="relu,tanh", help="tabular models to run")
     parser.add_argument("--epochs", type=int, default=None, help="None: the fit's default")

@@ -235,6 +235,7 @@ def test_the_same_generator_gives_the_same_explainer():
     x = data(100)
     first, second = fitted(model, x), fitted(model, x)
     assert first.report == second.report
+    assert first.report is not None and first.report.label_estimator == "fastshap"  # default
     assert torch.equal(first.attribute(x[:4]), second.attribute(x[:4]))
 
 
@@ -418,6 +419,7 @@ def test_fit_trains_on_labels_made_elsewhere_without_labelling_again():
     )  # fmt: skip
     # no example labelled again: the probe, the gaps and the report only
     assert model.rows < 3 * len(x)
+    assert report.label_estimator == "kernel"  # the default with labels: ShapleyLabels'
     assert report.evaluations >= 12 * len(x)
     test = data(40, seed=5)
     exact = ExactShapley(model).attribute(test, baselines=0.0, target=0)
@@ -437,3 +439,126 @@ def test_fit_trains_on_labels_made_elsewhere_without_labelling_again():
     # one output's labels for a fit of every output
     with pytest.raises(ValueError, match="output"):
         AmortizedShapley(model).fit(x, baselines=0.0, budget=12, labels=labels)
+
+
+def fastshap_game(outputs: int = 2):
+    """A small game with interactions and ``outputs`` outputs, on three examples."""
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        first = x[:, 0] * x[:, 1] + torch.tanh(x[:, 2] - x[:, 3]) + x[:, 4] * x[:, 5] * x[:, 0]
+        return torch.stack([first + k * x[:, k] * x[:, 3] for k in range(outputs)], dim=1)
+
+    return model, data(3, d=6).double()
+
+
+def test_the_fastshap_loss_is_the_sum_over_the_sampled_coalitions():
+    # FastSHAP: sum_S w_S (v(S) - v(0) - 1_S' phi)^2 over each example's own coalitions;
+    # the fit keeps the kernel label and the kernel matrix instead, equal up to a constant
+    from captum_graphshap.amortized.labels import labels_and_metric
+    from captum_graphshap.amortized.objective import squared_errors
+    from captum_graphshap.plans.paired_designs import filled_kernel_design
+
+    model, x = fastshap_game()
+    d, budget, seed = 6, 20, 3
+    game, _ = prepare_game(model, x, 0.0, None)
+    labels, metric = labels_and_metric(
+        game, "fastshap", budget, torch.Generator().manual_seed(seed)
+    )
+    assert metric is not None and labels.shape == (3, 6, 2)
+    # the same draws as the kernel labels
+    kernel_game, _ = prepare_game(model, x, 0.0, None)
+    kernel = sampled_labels(kernel_game, "kernel", budget, torch.Generator().manual_seed(seed))
+    assert torch.equal(labels, kernel)
+    # brute force: the plan's coalitions (the same generator draws them first), each
+    # example's relabelled by its permutation, evaluated by the model directly
+    design, weights = filled_kernel_design(
+        d, (budget - 2) // 2, torch.Generator().manual_seed(seed), torch.device("cpu")
+    )
+    weights = weights / weights.sum()
+    empty = model(torch.zeros(1, d, dtype=torch.float64))[0]
+    gaps = model(x) - empty
+    phis = torch.randn(6, 3, d, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    phis += ((gaps - phis.sum(dim=2)) / d).unsqueeze(2)  # efficient, as the network's
+    phis[0] = labels  # the label itself first
+    brute = torch.zeros(6, 3, 2, dtype=torch.float64)
+    for n in range(3):
+        members = torch.zeros(len(design), d, dtype=torch.float64)
+        for m, j in design.nonzero().tolist():
+            members[m, metric.order[n, j]] = 1.0
+        values = model(x[n] * members) - empty  # (M, 2)
+        residuals = values - torch.einsum("md,pdk->pmk", members, phis[:, n])
+        brute[:, n] = (weights[None, :, None] * residuals**2).sum(dim=1)
+        # each example's matrix is the brute-force one, in feature order; paired
+        # coalitions: its trace is d / 2 before scaling to d
+        gram = members.T @ (weights[:, None] * members)
+        assert abs(float(gram.trace()) - d / 2) < 1e-12
+        torch.testing.assert_close(metric.dense()[n], gram * 2.0)
+    # the fit's loss per example and output: (phi - label)' A (phi - label) / d with A
+    # scaled to trace d, i.e. twice the brute-force matrix: brute = d/2 * ours + constant
+    ours = metric.errors(phis - labels)  # (6, 3, 2)
+    constant = brute - d / 2 * ours
+    torch.testing.assert_close(constant, constant[:1].expand_as(constant), atol=1e-10, rtol=0)
+    # the label minimises the brute-force sum (its loss is the constant alone), and
+    # the others cost more
+    assert bool((ours[0] == 0).all()) and bool((ours[1:] > 1e-3).all())
+    assert bool((brute[1:] > brute[:1]).all())
+    torch.testing.assert_close(squared_errors(phis - labels, metric), ours.mean())
+
+
+def test_a_linear_model_is_learnt_with_the_fastshap_objective():
+    # Shapley values of a linear model: w_i (x_i - b_i)
+    torch.manual_seed(0)
+    model = nn.Linear(6, 1).eval()
+    x = data(400, d=6)
+    explainer = AmortizedShapley(model)
+    report = explainer.fit(
+        x, baselines=0.0, target=0, budget=16, epochs=100, label_estimator="fastshap",
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert report.label_estimator == "fastshap"
+    test = data(50, d=6, seed=5)
+    exact = (model.weight[0] * test).detach()
+    phi = explainer.attribute(test)
+    relative = ((phi - exact).norm(dim=1) / exact.norm(dim=1)).mean()
+    assert float(relative) < 0.05
+    assert report.exact_error is not None and report.exact_error < 0.05
+
+
+def test_fastshap_takes_every_output_per_example_targets_and_baseline_features():
+    model = small_mlp(outputs=3)
+    x = data(100)
+    x[:30, 2] = 0.0  # at the baseline: inactive features, exactly 0
+    explainer = AmortizedShapley(model)
+    explainer.fit(x, baselines=0.0, budget=12, epochs=2, label_estimator="fastshap")
+    phi = explainer.attribute(x[:4])
+    with torch.no_grad():
+        gap = model(x[:4]) - model(torch.zeros(1, 5))
+    assert phi.shape == (4, 3, 5) and bool((phi[:, :, 2] == 0).all())
+    torch.testing.assert_close(phi.sum(-1), gap, atol=1e-5, rtol=0)
+    target = torch.arange(100) % 3
+    explainer = AmortizedShapley(model)
+    explainer.fit(x, baselines=0.0, target=target, budget=12, epochs=2, label_estimator="fastshap")
+    phi = explainer.attribute(x[:6], target=target[:6])
+    torch.testing.assert_close(
+        phi.sum(1), (model(x[:6]) - model(torch.zeros(1, 5))).gather(1, target[:6, None])[:, 0],
+        atol=1e-5, rtol=0,
+    )  # fmt: skip
+
+
+def test_fastshap_refusals_come_before_any_model_call():
+    from captum_graphshap.amortized import ShapleyLabels
+
+    model = Counting(small_mlp())
+    x = data(60)
+    with pytest.raises(ValueError, match="at least 12"):
+        AmortizedShapley(model).fit(
+            x, baselines=0.0, target=0, budget=8, label_estimator="fastshap"
+        )
+    labels = torch.zeros(60, 5)
+    with pytest.raises(ValueError, match="fastshap"):
+        AmortizedShapley(model).fit(
+            x, baselines=0.0, target=0, budget=12, labels=labels, label_estimator="fastshap"
+        )
+    with pytest.raises(ValueError, match="label_estimator"):
+        ShapleyLabels(model).attribute(x, target=0, budget=16, label_estimator="fastshap")
+    assert model.rows == 0

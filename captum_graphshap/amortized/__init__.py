@@ -4,6 +4,7 @@
 example in one forward pass (``attribute``); see docs/guide/amortized.md.
 Modules: :mod:`.labels` (unbiased labels from the engine's plans),
 :mod:`.networks` (default explainers), :mod:`.training` (the loop),
+:mod:`.objective` (FastSHAP's objective, ``label_estimator="fastshap"``),
 :mod:`.conformal` (intervals, spot checks), :mod:`.fitting` (the fit's
 steps), :mod:`.report` (the fit report), :mod:`.explainer` (the class),
 :mod:`.label_attribution` (:class:`ShapleyLabels`: the fit's labels as an

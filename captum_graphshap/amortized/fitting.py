@@ -13,8 +13,9 @@ from .._compat import format_target
 from ..engine.coalition_game import prepare_game
 from .conformal import conformal_quantile, example_scale, example_scores, residual_scores
 from .data import as_tensors, check_same_batch, rows
-from .labels import exact_values, sampled_labels
+from .labels import exact_values, labels_and_metric
 from .networks import default_explainer
+from .objective import KernelMetric
 from .report import FitReport, break_even, coverage, no_exact, relative_error, rmse
 from .settings import FitSettings
 from .training import (
@@ -236,9 +237,10 @@ def label_split(
     estimator: str,
     generator: torch.Generator | None,
     show_progress: bool = False,
-) -> tuple[Tensor, int]:
-    """``(N, d, K)`` labels of one split, in chunks, and the model evaluations they cost."""
-    parts, evaluations = [], 0
+) -> tuple[Tensor, KernelMetric | None, int]:
+    """``(N, d, K)`` labels of one split, in chunks, each example's FastSHAP matrix
+    (``"fastshap"``; else None) and the model evaluations they cost."""
+    parts, metrics, evaluations = [], [], 0
     count = tensors[0].shape[0]
     starts: Any = range(0, count, LABEL_CHUNK)
     if show_progress:
@@ -250,19 +252,28 @@ def label_split(
         per_example = plan.target_mode == "per_example"
         chunk_target = target[start : start + LABEL_CHUNK] if per_example else target
         game, _ = prepare_game(model, chunk, plan.baselines, chunk_target, None, plan.feature_mask)
-        parts.append(sampled_labels(game, estimator, budget, generator))
+        labels, metric = labels_and_metric(game, estimator, budget, generator)
+        parts.append(labels)
+        if metric is not None:
+            metrics.append(metric)
         evaluations += int(game.evaluations.sum())
-    return torch.cat(parts), evaluations
+    return torch.cat(parts), KernelMetric.concatenate(metrics) if metrics else None, evaluations
 
 
 def training_data(
-    tensors: tuple[Tensor, ...], labels: Tensor, target: Any, plan: FitPlan
+    tensors: tuple[Tensor, ...],
+    labels: Tensor,
+    target: Any,
+    plan: FitPlan,
+    metric: KernelMetric | None = None,
 ) -> TrainingData:
-    """Labels with their gaps (efficient labels: the sums), per-example columns and the
-    features off the baseline."""
+    """Labels with their gaps (efficient labels: the sums), per-example columns, the
+    features off the baseline and the FastSHAP matrices (``"fastshap"``)."""
     columns = target.to(labels.device) if plan.target_mode == "per_example" else None
     active = active_features(tensors, plan.backgrounds, plan.masks, plan.num_features)
-    return TrainingData(tensors, labels, labels.sum(dim=1), columns, active.to(labels.device))
+    return TrainingData(
+        tensors, labels, labels.sum(dim=1), columns, active.to(labels.device), metric
+    )
 
 
 def fit(
@@ -292,11 +303,12 @@ def fit(
             f"labels hold {labels.shape[2]} output(s) per feature, but the fit explains "
             f"{columns} (target {'fixed' if columns == 1 else 'None: every output'})."
         )
+    train_metric = held_metric = None
     if labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
         train_labels = labels[plan.train_index.to(labels.device)]
         train_cost = budget * len(train_labels)
     else:
-        train_labels, train_cost = label_split(
+        train_labels, train_metric, train_cost = label_split(
             model, plan, plan.train, plan.train_target, budget, estimator, generator,
             show_progress,
         )  # fmt: skip
@@ -304,11 +316,11 @@ def fit(
         held_labels = labels[plan.held_index.to(labels.device)]
         held_cost = budget * len(held_labels)
     else:
-        held_labels, held_cost = label_split(
+        held_labels, held_metric, held_cost = label_split(
             model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
         )
-    train_data = training_data(plan.train, train_labels, plan.train_target, plan)
-    held_data = training_data(plan.held, held_labels, plan.held_target, plan)
+    train_data = training_data(plan.train, train_labels, plan.train_target, plan, train_metric)
+    held_data = training_data(plan.held, held_labels, plan.held_target, plan, held_metric)
     epochs = default_epochs(len(train_data)) if epochs is None else epochs
     shuffles = torch.Generator().manual_seed(seed)
     scale, _ = train(network, train_data, held_data, epochs, shuffles, show_progress)

@@ -18,7 +18,7 @@ from ..attr.base import KernelAttribution, Options, Outcome
 from ..attr.result import stack_outcomes
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import check_choice
-from .labels import LABEL_ESTIMATORS, check_label_budget, sampled_labels
+from .labels import STANDALONE_ESTIMATORS, check_label_budget, sampled_labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +31,9 @@ class ShapleyLabelsOptions(Options):
         n_samples: Captum's ``KernelShap`` name for the same count; give one
             of the two.
         label_estimator: as ``fit``'s: ``"kernel"`` (default),
-            ``"permutation"``, ``"regression_mc"`` or ``"default"``.
+            ``"permutation"``, ``"regression_mc"`` or ``"default"``; not
+            ``"fastshap"``, whose objective needs each example's coalitions
+            besides its label (train on ``"kernel"`` labels made here instead).
         generator: the draws (each example's coalitions drawn afresh).
     """
 
@@ -50,7 +52,7 @@ class ShapleyLabelsOptions(Options):
         for name in ("budget", "n_samples"):
             if getattr(self, name) is not None:
                 check_count(getattr(self, name), name, 1)
-        check_choice(self.label_estimator, LABEL_ESTIMATORS, "label_estimator")
+        check_choice(self.label_estimator, STANDALONE_ESTIMATORS, "label_estimator")
         check_generator(self.generator)
 
     @property

@@ -14,6 +14,10 @@ per-example here by relabelling the features of each example by its own
 uniform permutation: the plans' designs are symmetric in the features, and
 ``phi(v o pi) = phi(v) o pi`` for any game, so each example's estimate stays
 unbiased while its coalitions (and its noise) differ from its neighbours'.
+
+``"fastshap"`` draws the ``"kernel"`` labels and keeps each example's kernel
+matrix too (:class:`~.objective.KernelMetric`): with both, training minimises
+FastSHAP's objective on the example's coalitions (``objective.py``).
 """
 
 from __future__ import annotations
@@ -26,15 +30,25 @@ from ..engine.coalition_game import CoalitionGame, MultipleOutputs
 from ..engine.plan import Plan
 from ..plans.draws import uniform
 from ..plans.exact import exact_shapley_plan
-from ..plans.paired_designs import filled_kernel_plan
+from ..plans.paired_designs import (
+    filled_kernel_design,
+    filled_kernel_plan,
+    kernel_design_plan,
+    kernel_gram,
+)
 from ..plans.permutation_fill import filled_permutation_plan
 from ..plans.permutations import filled_orderings
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
+from .objective import KernelMetric, normalised_gram
 
-#: ``label_estimator=`` choices: the unbiased estimators of the engine, and the
-#: consistent (slightly biased) paired kernel fit for comparison
-LABEL_ESTIMATORS: tuple[str, ...] = ("permutation", "regression_mc", "kernel", "default")
+#: labels that are the whole training signal (``ShapleyLabels``, ``fit(labels=...)``):
+#: the unbiased estimators of the engine, and the consistent (slightly biased)
+#: paired kernel fit
+STANDALONE_ESTIMATORS: tuple[str, ...] = ("permutation", "regression_mc", "kernel", "default")
+#: ``label_estimator=`` choices of ``fit``: those, and ``"fastshap"`` (the kernel
+#: labels with each example's kernel matrix: FastSHAP's objective)
+LABEL_ESTIMATORS: tuple[str, ...] = (*STANDALONE_ESTIMATORS, "fastshap")
 
 
 def minimum_evaluations(estimator: str, d: int) -> int:
@@ -55,29 +69,42 @@ def check_label_budget(budget: int, estimator: str, d: int) -> None:
         )
 
 
-def label_plan(
+def label_design(
     estimator: str,
     d: int,
     evaluations: int,
     generator: torch.Generator | None,
     device: torch.device,
-) -> Plan:
-    """A shared plan of ``estimator`` spending at most ``evaluations`` distinct rows per example.
+) -> tuple[Plan, Tensor | None]:
+    """A shared plan of ``estimator`` spending at most ``evaluations`` distinct rows per
+    example, and for ``"fastshap"`` its ``(d, d)`` kernel matrix in plan positions,
+    scaled to trace ``d`` (:func:`~.objective.normalised_gram`; None for the others).
 
-    Every coalition (exact Shapley) when the ``2^d`` fit the evaluations.
+    Every coalition (exact Shapley) when the ``2^d`` fit the evaluations; the
+    matrix is then the identity (exact labels: a plain squared error).
+
+    ``"fastshap"`` draws exactly ``"kernel"``'s plan: the same generator gives both
+    the same labels.
     """
+    fastshap = estimator == "fastshap"
     if d < evaluations.bit_length():  # 2^d <= evaluations
-        return exact_shapley_plan(d, device, method="AmortizedShapley")
+        exact = exact_shapley_plan(d, device, method="AmortizedShapley")
+        return exact, torch.eye(d, dtype=torch.float64, device=device) if fastshap else None
     if estimator == "permutation":
         ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2, even=True)
-        return filled_permutation_plan(ranks, evaluations, generator, device)
+        return filled_permutation_plan(ranks, evaluations, generator, device), None
     pairs = (evaluations - 2) // 2
     if estimator == "default":  # PairedKernelShap's own choice (biased: a shrunk posterior)
         plan, _ = auto_plan(d, 2 * pairs, generator, device)
-        return plan if plan is not None else cubic_kernel_plan(d, pairs, generator, device)
+        fallback = plan if plan is not None else cubic_kernel_plan(d, pairs, generator, device)
+        return fallback, None
     if estimator == "regression_mc":
-        return regression_mc_plan(d, pairs, generator, device)
-    return filled_kernel_plan(d, pairs, generator, device)
+        return regression_mc_plan(d, pairs, generator, device), None
+    if fastshap:
+        coalitions, weights = filled_kernel_design(d, pairs, generator, device)
+        gram = normalised_gram(kernel_gram(coalitions, weights))
+        return kernel_design_plan(coalitions, weights), gram
+    return filled_kernel_plan(d, pairs, generator, device), None
 
 
 def relabelled_rows(coalitions: Tensor, order: Tensor) -> Tensor:
@@ -121,8 +148,16 @@ def sampled_labels(
     (:func:`relabelled_rows`). Efficient: each example's values sum to
     ``v(D) - v(empty)``.
     """
+    return labels_and_metric(game, estimator, evaluations, generator)[0]
+
+
+def labels_and_metric(
+    game: CoalitionGame, estimator: str, evaluations: int, generator: torch.Generator | None
+) -> tuple[Tensor, KernelMetric | None]:
+    """:func:`sampled_labels`, and for ``"fastshap"`` each example's kernel matrix
+    (:class:`~.objective.KernelMetric`; None for the other estimators)."""
     d, batch, device = game.num_features, game.batch_size, game.device
-    plan = label_plan(estimator, d, evaluations, generator, device)
+    plan, gram = label_design(estimator, d, evaluations, generator, device)
     coalitions = plan.coalitions.dense().to(device)
     order = uniform((batch, d), generator, device).argsort(dim=1)
     rows = relabelled_rows(coalitions, order)
@@ -134,7 +169,10 @@ def sampled_labels(
     # position j of example n is feature order[n, j]
     labels = torch.empty_like(relabelled)
     labels.scatter_(1, order[..., None].expand_as(relabelled), relabelled)
-    return labels
+    if gram is None:
+        return labels, None
+    one = torch.zeros(batch, dtype=torch.long, device=device)  # every example: the plan's
+    return labels, KernelMetric(gram[None], one, order)
 
 
 def exact_values(game: CoalitionGame) -> Tensor:

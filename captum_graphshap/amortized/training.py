@@ -8,6 +8,10 @@ their baseline (every element equal to it) have Shapley value 0 (a dummy: no
 coalition's value changes with them), so they get exactly 0 and the residual
 is spread over the others (:func:`active_features`): spread over all ``d``,
 a 16 x 16 stroke image's blank patches took a share of every residual.
+
+With ``label_estimator="fastshap"`` the squared error is FastSHAP's objective
+on each example's coalitions instead, a quadratic in the residual to the
+kernel label (``objective.py``); the loop is the same.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ..engine.features import feature_sums
+from .objective import KernelMetric, squared_errors
 
 #: the default number of optimiser steps a fit aims for (``epochs=None``)
 DEFAULT_STEPS = 6000
@@ -82,6 +87,9 @@ class TrainingData:
     #: ``(N, d)`` the features off their baseline (:func:`active_features`), or
     #: None: all
     active: Tensor | None = None
+    #: each example's FastSHAP matrix (``label_estimator="fastshap"``), or None: the
+    #: loss is the mean squared error to the labels
+    metric: KernelMetric | None = None
 
     def __len__(self) -> int:
         return self.labels.shape[0]
@@ -89,9 +97,10 @@ class TrainingData:
     def rows(self, index: Tensor) -> TrainingData:
         columns = None if self.columns is None else self.columns[index]
         active = None if self.active is None else self.active[index]
+        metric = None if self.metric is None else self.metric.rows(index)
         return TrainingData(
             tuple(t[index] for t in self.inputs), self.labels[index], self.gaps[index], columns,
-            active,
+            active, metric,
         )  # fmt: skip
 
 
@@ -175,13 +184,14 @@ def predict(network: nn.Module, data: TrainingData, scale: float) -> Tensor:
     return torch.cat(out)
 
 
-def mean_squared_error(network: nn.Module, data: TrainingData, scale: float) -> float:
-    """Held-out mean squared error to the labels."""
-    return float(((predict(network, data, scale) - data.labels) ** 2).mean())
+def held_out_loss(network: nn.Module, data: TrainingData, scale: float) -> float:
+    """Held-out loss to the labels, as in training (:func:`~.objective.squared_errors`)."""
+    return float(squared_errors(predict(network, data, scale) - data.labels, data.metric))
 
 
 def training_loss(network: nn.Module, rows: TrainingData, d: int, scale: float) -> Tensor:
-    """Mean squared error of the normalised values to the labels (in label-scale units).
+    """Mean squared error of the normalised values to the labels (in label-scale units),
+    or with ``rows.metric`` FastSHAP's objective (:func:`~.objective.squared_errors`).
 
     A network with ``member_values`` (the default tabular ensemble) has each
     member fitted on its own: the loss is the members' mean loss, not the
@@ -195,7 +205,8 @@ def training_loss(network: nn.Module, rows: TrainingData, d: int, scale: float) 
         raw = torch.stack([selected(m, rows.columns) for m in member_values(*rows.inputs)])
     active = None if rows.active is None else rows.active.repeat(raw.shape[0], 1)
     phi = normalised(raw.double().flatten(0, 1), rows.gaps.repeat(raw.shape[0], 1) / scale, active)
-    return ((phi - rows.labels.repeat(raw.shape[0], 1, 1) / scale) ** 2).mean()
+    residual = phi.view(raw.shape[0], *rows.labels.shape) - rows.labels / scale
+    return squared_errors(residual, rows.metric)
 
 
 @torch.no_grad()
@@ -261,7 +272,7 @@ def train(
             losses = []
             for candidate in (averaged, network):
                 candidate.eval()
-                losses.append((mean_squared_error(candidate, held_out, scale), candidate))
+                losses.append((held_out_loss(candidate, held_out, scale), candidate))
             held_loss, kept = min(losses, key=lambda pair: pair[0])
             history.append(held_loss)
             if held_loss < best:

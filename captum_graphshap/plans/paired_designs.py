@@ -102,20 +102,49 @@ def filled_kernel_plan(
     pair (``2^(d-1) - 1``) each is weighted by its kernel probability, the
     limit of the draws, which is exact Shapley.
     """
+    return kernel_design_plan(*filled_kernel_design(num_features, pairs, generator, device))
+
+
+def filled_kernel_design(
+    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """:func:`filled_kernel_plan`'s design: ``(2 P, d)`` bool coalitions (the distinct
+    pairs' members, then their complements) and ``(2 P,)`` float64 weights."""
     d = num_features
-    endpoints = torch.zeros(2, d, dtype=torch.bool, device=device)
-    endpoints[1] = True
     if pairs >= 2 ** (d - 1) - 1:  # pairs are at most MAX_COALITIONS: d is small
         sampled, weights = every_kernel_pair(d, device)
     else:
         sampled, weights = filled_kernel_pairs(d, pairs, generator, device)
-    both = torch.cat([sampled, ~sampled])
-    both_weights = torch.cat([weights, weights])
+    return torch.cat([sampled, ~sampled]), torch.cat([weights, weights])
+
+
+def kernel_design_plan(coalitions: Tensor, weights: Tensor) -> Plan:
+    """The plan of a weighted kernel design: the endpoints, then ``coalitions`` (distinct),
+    fitted by :func:`kernel_shapley`."""
+    d = coalitions.shape[1]
+    endpoints = torch.zeros(2, d, dtype=torch.bool, device=coalitions.device)
+    endpoints[1] = True
 
     def estimate(values: Tensor) -> Tensor:
-        return kernel_shapley(both, values[:, 2:], values[:, 0], values[:, 1], both_weights)
+        return kernel_shapley(coalitions, values[:, 2:], values[:, 0], values[:, 1], weights)
 
-    return Plan(DenseCoalitions(torch.cat([endpoints, both])), estimate, distinct=True)
+    return Plan(DenseCoalitions(torch.cat([endpoints, coalitions])), estimate, distinct=True)
+
+
+def kernel_gram(coalitions: Tensor, weights: Tensor | None = None) -> Tensor:
+    """``(d, d)`` float64 ``A = sum_p w_p z_p z_p^T`` with the weights normalised to sum
+    to 1 (uniform without ``weights``): the matrix of :func:`kernel_shapley`'s fit, and
+    of the quadratic ``mean_p w_p (v(z_p) - v(0) - z_p . phi)^2`` in ``phi``."""
+    z = coalitions.to(torch.float64)
+    return weighted_rows(z, weights).T @ z
+
+
+def weighted_rows(z: Tensor, weights: Tensor | None) -> Tensor:
+    """``z``'s rows times their weights normalised to sum to 1 (``1 / P`` without)."""
+    if weights is None:
+        return z / z.shape[0]
+    share = weights.to(device=z.device, dtype=z.dtype)
+    return z * (share / share.sum())[:, None]
 
 
 def every_kernel_pair(d: int, device: torch.device) -> tuple[Tensor, Tensor]:
@@ -151,11 +180,7 @@ def kernel_shapley(
     means into weighted means.
     """
     z = coalitions.to(values.dtype)
-    if weights is None:
-        weighted = z / z.shape[0]
-    else:
-        share = weights.to(device=z.device, dtype=z.dtype)
-        weighted = z * (share / share.sum())[:, None]
+    weighted = weighted_rows(z, weights)
     a_inverse = torch.linalg.pinv(weighted.T @ z, hermitian=True)
     b = (values - empty_value[:, None]) @ weighted  # (N, d)
     a_inverse_b = b @ a_inverse
