@@ -33,11 +33,13 @@ LOCAL_WIDTH = 5
 #: The orders of the local parities (odd: only they carry Shapley value).
 LOCAL_ORDERS = (3, 5)
 #: Their extra weight ``lambda`` relative to the product prior's parities of the
-#: same order, a candidate shape of the restricted likelihood's grid beside each
-#: plain one (a d = 32 and a d = 48 1-d CNN at 1,024 evaluations: 0.0143 / 0.0353
-#: at 10, 0.0043 / 0.0153 at 1,000, 0.0040 / 0.0127 at 10,000; one weight, not
-#: several: each doubles the priors the likelihood factorises).
-LOCAL_WEIGHTS = (3_000.0,)
+#: same order, each a candidate shape of the restricted likelihood's grid beside
+#: each plain one (a d = 32 and a d = 48 1-d CNN at 1,024 evaluations: 0.0143 /
+#: 0.0353 at 10, 0.0043 / 0.0153 at 1,000, 0.0040 / 0.0127 at 10,000; on four
+#: 1-d CNNs with 20-64 features the pair 1,000 and 10,000 was at or below the
+#: single weight 3,000 on each, 0.76-1.00x, at about its time: at d = 16 both
+#: took about 1.3x the default's time without local shapes, on a cheap game).
+LOCAL_WEIGHTS = (1_000.0, 10_000.0)
 #: From this many features on: below it a window holds half the features or more,
 #: so the local parities are most of the product prior's triples anyway (at 8
 #: features the likelihood took them on a tanh MLP at 32 evaluations, 1.10x the
