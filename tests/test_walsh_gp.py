@@ -290,6 +290,7 @@ def test_local_parities_are_kriging_with_those_parities_variances(
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
     monkeypatch.setattr(walsh_gp, "LOCAL_WEIGHTS", (50.0,))
+    monkeypatch.setattr(walsh_gp, "LOCAL_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_local, "LOCAL_WEIGHTS", (50.0,))
     d = 10  # 492 parities of order three to seven: the covariance of 41 rows has full rank
     g = torch.Generator().manual_seed(1)

@@ -60,6 +60,7 @@ from .walsh_kernel import (
 )
 from .walsh_kriging import kriging, leave_one_out_scale, posterior_variances
 from .walsh_local import (
+    LOCAL_DECAYS,
     LOCAL_WEIGHTS,
     local_covariances,
     local_enabled,
@@ -534,7 +535,8 @@ def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
     """The grid: :data:`RELEVANCE_POWERS` x :data:`ORDER_DECAYS`, with ``triples`` each
     shape once more with the triples reweighted, and from
     :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features each plain
-    shape once more per weight of the local parities
+    shape of a decay in :data:`~captum_graphshap.plans.walsh_local.LOCAL_DECAYS` once
+    more per weight of the local parities
     (:data:`~captum_graphshap.plans.walsh_local.LOCAL_WEIGHTS`)."""
     d = scale.shape[1]
     powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=scale.device)
@@ -550,6 +552,7 @@ def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
         reweighted = torch.cat([reweighted, ~reweighted], dim=1)
     local = torch.zeros(grid.shape[:2], dtype=torch.float64, device=scale.device)
     if local_enabled(d):
+        plain = plain[:, [ORDER_DECAYS.index(decay) for decay in LOCAL_DECAYS]]
         shapes = plain.shape[1]
         grid = torch.cat([grid] + [plain] * len(LOCAL_WEIGHTS), dim=1)
         extra = torch.zeros(len(scale), shapes * len(LOCAL_WEIGHTS), dtype=torch.bool)

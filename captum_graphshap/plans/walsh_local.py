@@ -37,9 +37,15 @@ LOCAL_ORDERS = (3, 5)
 #: each plain one (a d = 32 and a d = 48 1-d CNN at 1,024 evaluations: 0.0143 /
 #: 0.0353 at 10, 0.0043 / 0.0153 at 1,000, 0.0040 / 0.0127 at 10,000; on four
 #: 1-d CNNs with 20-64 features the pair 1,000 and 10,000 was at or below the
-#: single weight 3,000 on each, 0.76-1.00x, at about its time: at d = 16 both
-#: took about 1.3x the default's time without local shapes, on a cheap game).
+#: single weight 3,000 on each, 0.76-1.00x, at about its time).
 LOCAL_WEIGHTS = (1_000.0, 10_000.0)
+#: The decays of the product prior the local shapes are tried with (of
+#: ``walsh_gp.ORDER_DECAYS``): with 0.01 alone the five zoo 1-d CNNs of one seed
+#: (16-64 features, 4 d to 1,024 evaluations) had the errors of both decays
+#: (0.96-1.06x), with 0.1 alone up to 2.6x at 1,024 evaluations and 48-64
+#: features; half the local shapes, 1.16-1.35x the time without them on a cheap
+#: game (d = 16 and 32, 256 and 1,024 evaluations).
+LOCAL_DECAYS = (0.01,)
 #: From this many features on: below it a window holds half the features or more,
 #: so the local parities are most of the product prior's triples anyway (at 8
 #: features the likelihood took them on a tanh MLP at 32 evaluations, 1.10x the
