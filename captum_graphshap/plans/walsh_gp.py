@@ -318,7 +318,7 @@ def walsh_gp_posterior(
         size = 2 * 2**d if 2**d <= rows * rows else rows * triples.shape[1]
         per_example += len(RELEVANCE_POWERS) * size
     if local_enabled(d):  # the local shapes' covariances and their parities' products
-        local_priors = len(RELEVANCE_POWERS) * len(ORDER_DECAYS) * len(LOCAL_WEIGHTS)
+        local_priors = len(RELEVANCE_POWERS) * len(LOCAL_DECAYS) * len(LOCAL_WEIGHTS)
         per_example += local_priors * rows * (rows + len(local_sets(d, signs.device)[0]))
     predict_signs = None
     if predict is not None:
