@@ -168,23 +168,56 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
 
     parities = [t for k in range(3, d + 1, 2) for t in itertools.combinations(range(d), k)]
     parities = [t for t in parities if len(t) <= walsh_gp.MAX_ORDER]
-    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)  # (rows, T)
     prior = torch.tensor(
         [0.1 ** ((len(t) - 3) // 2) * float(relevance[list(t)].prod()) for t in parities],
         dtype=torch.float64,
     )
-    cov = basis @ torch.diag(prior) @ basis.T
-    cov = cov + walsh_gp.JITTER * cov.diagonal().mean() * torch.eye(len(cov), dtype=torch.float64)
-    inv = torch.linalg.inv(cov)
-    beta = torch.linalg.solve(signs.T @ inv @ signs, signs.T @ inv @ odd)
-    residual = odd - signs @ beta
-    # phi_i of parity T: 2 / |T| for each member
+    _, want, _, _ = explicit_kriging(signs, odd, parities, prior)
+    want = want + ((values[0, 1] - values[0, 0]) - want.sum()) / d
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)
+
+
+def paired_signs(d: int, count: int, seed: int) -> torch.Tensor:
+    """``(count + 1, d)`` +-1 rows: one coalition of each of ``count`` complementary pairs
+    (feature ``d - 1`` out), as the design draws them, and the full coalition."""
+    codes = torch.randperm(2 ** (d - 1) - 1, generator=torch.Generator().manual_seed(seed))
+    member = ((codes[:count] + 1)[:, None] >> torch.arange(d)) & 1
+    return torch.cat([member, torch.ones(1, d, dtype=torch.long)]).double() * 2 - 1
+
+
+def explicit_kriging(
+    signs: torch.Tensor, odd: torch.Tensor, parities: list[tuple[int, ...]], prior: torch.Tensor
+) -> tuple[float, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Universal kriging written with the explicit basis of ``parities`` and their prior
+    variances: the restricted likelihood, the Shapley values' posterior mean, their
+    variances over the scale, and the restricted scale estimate."""
+    d = signs.shape[1]
+    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
     members = torch.tensor(
         [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
     )
-    want = 2 * beta + members @ torch.diag(prior) @ basis.T @ inv @ residual
-    want = want + ((values[0, 1] - values[0, 0]) - want.sum()) / d
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)
+    kernel = basis @ torch.diag(prior) @ basis.T
+    kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
+    inverse = torch.linalg.inv(kernel)
+    normal = signs.T @ inverse @ signs
+    beta = torch.linalg.solve(normal, signs.T @ inverse @ odd)
+    residual = odd - signs @ beta
+    quadratic = residual @ inverse @ residual
+    rows = len(basis)
+    likelihood = (
+        -0.5 * (rows - d) * torch.log(quadratic)
+        - 0.5 * torch.linalg.slogdet(kernel)[1]
+        - 0.5 * torch.linalg.slogdet(normal)[1]
+    )
+    cross = members @ torch.diag(prior) @ basis.T  # Cov(phi_i, u) for order >= 3
+    mean = 2 * beta + cross @ inverse @ residual
+    lift = 2 * torch.eye(d, dtype=torch.float64) - signs.T @ inverse @ cross.T
+    variance = (
+        (members**2 @ prior)
+        - (cross @ inverse @ cross.T).diagonal()
+        + (lift * torch.linalg.solve(normal, lift)).sum(0)
+    )
+    return float(likelihood), mean, variance, quadratic / (rows - d)
 
 
 def test_reweighted_triples_are_kriging_with_those_parities_variances(
@@ -197,11 +230,7 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
     d = 7  # 57 parities of order three and up: the covariance of 31 rows has full rank
-    g = torch.Generator().manual_seed(0)
-    # one coalition of each complementary pair (feature d - 1 out), as the design draws them
-    codes = torch.randperm(2 ** (d - 1) - 1, generator=g)[:30] + 1
-    member = (codes[:, None] >> torch.arange(d)) & 1
-    signs = torch.cat([member, torch.ones(1, d, dtype=torch.long)]).double() * 2 - 1
+    signs = paired_signs(d, 30, seed=0)
     # an odd part with one strong triple, (0, 1, 2), and a weak one
     odd = 0.5 * signs[:, 0] - 0.3 * signs[:, 1] + 2.0 * signs[:, :3].prod(1)
     odd = (odd + 0.1 * signs[:, 3:].prod(1))[None]
@@ -213,11 +242,7 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
     assert spread is not None
 
     parities = [t for k in (1, 3, 5, 7) for t in itertools.combinations(range(d), k)]
-    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
     orders = torch.tensor([len(t) for t in parities])
-    members = torch.tensor(
-        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
-    )
     fits = []
     for weighted in (False, True):
         # equal scales: every relevance is 1 once normalised, so r_T = 1
@@ -227,29 +252,8 @@ def test_reweighted_triples_are_kriging_with_those_parities_variances(
         )
         if weighted:
             prior[orders == 3] *= weights[0]
-        kernel = basis @ torch.diag(prior) @ basis.T
-        kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
-        inverse = torch.linalg.inv(kernel)
-        x = signs
-        normal = x.T @ inverse @ x
-        beta = torch.linalg.solve(normal, x.T @ inverse @ odd[0])
-        residual = odd[0] - x @ beta
-        quadratic = residual @ inverse @ residual
-        rows = len(basis)
-        likelihood = (
-            -0.5 * (rows - d) * torch.log(quadratic)
-            - 0.5 * torch.linalg.slogdet(kernel)[1]
-            - 0.5 * torch.linalg.slogdet(normal)[1]
-        )
-        cross = members @ torch.diag(prior) @ basis.T  # Cov(phi_i, u) for order >= 3
-        want_mean = 2 * beta + cross @ inverse @ residual
-        lift = 2 * torch.eye(d, dtype=torch.float64) - x.T @ inverse @ cross.T
-        variance = (
-            (members**2 @ prior)
-            - (cross @ inverse @ cross.T).diagonal()
-            + (lift * torch.linalg.solve(normal, lift)).sum(0)
-        )
-        fits.append((float(likelihood), want_mean, quadratic / (rows - d) * variance))
+        likelihood, want_mean, variance, scale = explicit_kriging(signs, odd[0], parities, prior)
+        fits.append((likelihood, want_mean, scale * variance))
     assert fits[1][0] > fits[0][0] + 1  # the reweighted prior explains the strong triple
     torch.testing.assert_close(mean[0], fits[1][1], rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(spread[0], fits[1][2], rtol=1e-9, atol=1e-12)
@@ -293,10 +297,7 @@ def test_local_parities_are_kriging_with_those_parities_variances(
     monkeypatch.setattr(walsh_gp, "LOCAL_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_local, "LOCAL_WEIGHTS", (50.0,))
     d = 10  # 492 parities of order three to seven: the covariance of 41 rows has full rank
-    g = torch.Generator().manual_seed(1)
-    codes = torch.randperm(2 ** (d - 1) - 1, generator=g)[:40] + 1
-    member = (codes[:, None] >> torch.arange(d)) & 1
-    signs = torch.cat([member, torch.ones(1, d, dtype=torch.long)]).double() * 2 - 1
+    signs = paired_signs(d, 40, seed=1)
     # an odd part of neighbouring features: (2, 3, 4) and (4, 5, 6), and a linear part
     odd = 0.5 * signs[:, 0] + 1.5 * signs[:, 2:5].prod(1) - 1.0 * signs[:, 4:7].prod(1)
     odd = odd[None]
@@ -309,37 +310,14 @@ def test_local_parities_are_kriging_with_those_parities_variances(
         tuple(int(j) for j in row.nonzero()[:, 0]): float(m) for row, m in zip(local, multiplicity)
     }
     parities = [t for k in (3, 5, 7) for t in itertools.combinations(range(d), k)]
-    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
-    members = torch.tensor(
-        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
-    )
     fits = []
     for weight in (0.0, 50.0):
         prior = torch.tensor(
             [0.1 ** ((len(t) - 3) // 2) * (1 + weight * count.get(t, 0.0)) for t in parities],
             dtype=torch.float64,
         )
-        kernel = basis @ torch.diag(prior) @ basis.T
-        kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
-        inverse = torch.linalg.inv(kernel)
-        normal = signs.T @ inverse @ signs
-        beta = torch.linalg.solve(normal, signs.T @ inverse @ odd[0])
-        residual = odd[0] - signs @ beta
-        quadratic = residual @ inverse @ residual
-        likelihood = (
-            -0.5 * (len(basis) - d) * torch.log(quadratic)
-            - 0.5 * torch.linalg.slogdet(kernel)[1]
-            - 0.5 * torch.linalg.slogdet(normal)[1]
-        )
-        cross = members @ torch.diag(prior) @ basis.T
-        want_mean = 2 * beta + cross @ inverse @ residual
-        lift = 2 * torch.eye(d, dtype=torch.float64) - signs.T @ inverse @ cross.T
-        variance = (
-            (members**2 @ prior)
-            - (cross @ inverse @ cross.T).diagonal()
-            + (lift * torch.linalg.solve(normal, lift)).sum(0)
-        )
-        fits.append((float(likelihood), want_mean, variance))
+        likelihood, want_mean, variance, _ = explicit_kriging(signs, odd[0], parities, prior)
+        fits.append((likelihood, want_mean, variance))
     assert fits[1][0] > fits[0][0] + 1  # the local prior explains the neighbours' triples
     torch.testing.assert_close(mean[0], fits[1][1], rtol=1e-9, atol=1e-12)
     # the variances up to the scale (restricted or leave-one-out, tested elsewhere)

@@ -92,10 +92,16 @@ def local_mass(relevance: Tensor, variances: Tensor, weight: Tensor) -> Tensor:
     ``relevance`` ``(..., d)``, ``variances`` ``(..., top + 1)`` per order and
     ``weight`` ``(...)`` broadcast together (``lambda``; 0: no local parities).
     """
-    members, multiplicity, order = local_sets(relevance.shape[-1], relevance.device)
-    products = torch.exp(torch.log(relevance.clamp_min(1e-300)) @ members.T)
+    order = local_sets(relevance.shape[-1], relevance.device)[2]
     per_order = variances[..., order.long()]
-    return weight[..., None] * products * per_order * multiplicity
+    return weight[..., None] * counted_products(relevance) * per_order
+
+
+def counted_products(relevance: Tensor) -> Tensor:
+    """``(..., P)`` each local parity's ``prod_{j in T} r_j m_T`` from ``relevance``
+    ``(..., d)``."""
+    members, multiplicity, _ = local_sets(relevance.shape[-1], relevance.device)
+    return torch.exp(torch.log(relevance.clamp_min(1e-300)) @ members.T) * multiplicity
 
 
 def local_covariances(
@@ -108,9 +114,9 @@ def local_covariances(
     product per relevance and order, scaled per shape by ``lambda sigma_k``: not one
     per shape.
     """
-    members, multiplicity, order = local_sets(signs.shape[1], signs.device)
+    members, _, order = local_sets(signs.shape[1], signs.device)
     parities = local_parities(signs, members)  # (rows, P)
-    products = torch.exp(torch.log(relevance.clamp_min(1e-300)) @ members.T) * multiplicity
+    products = counted_products(relevance)  # (E, W, P)
     shapes = (weight > 0).any(dim=0).nonzero()[:, 0]
     total = None
     for size in LOCAL_ORDERS:
