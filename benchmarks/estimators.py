@@ -291,23 +291,49 @@ def forward_cost(game: FeatureGame, d: int, rows: int = 1024, repeats: int = 5) 
 Method = Callable[[FeatureGame, int, int, int], Tensor]
 
 
-def ours(cls: type, **options: object) -> Method:
+class InputGame(nn.Module):
+    """A :class:`FeatureGame`'s target output on input-shaped rows, counted into the
+    game: the model as a Captum user passes it, with ``inputs``, ``baselines`` and
+    ``feature_mask``."""
+
+    def __init__(self, game: FeatureGame) -> None:
+        super().__init__()
+        self.game = game
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.is_grad_enabled() or not x.requires_grad:
+            self.game.rows += x.shape[0]
+        return self.game.model(x)[:, self.game.target]
+
+
+def ours(cls: type, *, on_inputs: bool = False, **options: object) -> Method:
+    """Our attribution class ``cls`` on a game: on its ``d`` features as inputs, or
+    (``on_inputs``) on the model's inputs with the feature mask, whose geometry the
+    default's process reads (``plans/local_windows.py``)."""
+
     def run(game: FeatureGame, d: int, budget: int, seed: int) -> Tensor:
         generator = torch.Generator(device="cpu").manual_seed(seed)
         one = torch.ones(1, d, device=game.x.device)
+        model: nn.Module = game
+        inputs, baselines, extra = one, torch.zeros_like(one), dict(options)
+        if on_inputs:
+            model, inputs, baselines = InputGame(game), game.x, game.base
+            extra["feature_mask"] = game.mask.view(1, *game.x.shape[1:])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            phi, evaluations = cls(game).attribute(
-                one,
-                torch.zeros_like(one),
+            phi, evaluations = cls(model).attribute(
+                inputs,
+                baselines,
                 budget=budget,
                 generator=generator,
                 return_evaluations=True,
-                **options,
+                **extra,
             )
             # the library's count: forward rows plus derivatives as forward equivalents
             game.reported = int(evaluations[0])
-            return phi[0]
+        if on_inputs:  # each element holds its feature's value: one per feature
+            return phi.new_zeros(d).index_put_((game.mask,), phi[0].flatten())
+        return phi[0]
 
     return run
 

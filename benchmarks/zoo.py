@@ -409,7 +409,10 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
         ),
     },
     # the rule before 2026-11-27's local parities (plans/walsh_local.py)
-    "before: no local parities": {(walsh_gp, "local_enabled"): lambda d: False},
+    "before: no local parities": {(walsh_gp, "local_enabled"): lambda windows: False},
+    # the rule before the windows from the mask's geometry (plans/local_windows.py):
+    # consecutive ids
+    "before: windows of ids": {(auto_rule, "feature_windows"): lambda features: None},
 }
 
 
@@ -431,15 +434,16 @@ def with_constants(method: Callable, constants: dict[tuple[object, str], object]
 
 def our_methods(d: int, candidates: list[str]) -> dict[str, Callable]:
     methods = {
-        DEFAULT: ours(PairedKernelShap),
+        DEFAULT: ours(PairedKernelShap, on_inputs=True),
         "antithetic ShapleySampling": ours(ShapleySampling),
         "Shear": ours(Shear),
     }
     for option in OURS_OPTIONS:
         if option != "walsh_gp" or d <= 32:
-            methods[option] = ours(PairedKernelShap, estimator=option)
+            methods[option] = ours(PairedKernelShap, on_inputs=True, estimator=option)
     for name in candidates:
-        methods[name] = with_constants(ours(PairedKernelShap), CANDIDATES[name])
+        default = ours(PairedKernelShap, on_inputs=True)
+        methods[name] = with_constants(default, CANDIDATES[name])
     return methods
 
 

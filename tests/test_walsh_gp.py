@@ -18,6 +18,7 @@ from captum_graphshap import ExactShapley, PairedKernelShap
 from captum_graphshap.attr.paired_kernel_shap import auto_plan
 from captum_graphshap.engine.plan import Plan
 from captum_graphshap.plans import walsh_gp, walsh_kernel, walsh_kriging, walsh_local, walsh_triples
+from captum_graphshap.plans.local_windows import mask_windows
 from captum_graphshap.plans.stratified import size_allocation
 from captum_graphshap.plans.walsh_gp import walsh_gp_plan
 from captum_graphshap.plans.walsh_kernel import elementary_symmetric, leave_one_out_symmetric
@@ -156,10 +157,13 @@ def test_matches_kriging_written_with_explicit_parities(monkeypatch: pytest.Monk
         *,
         triples: torch.Tensor | None = None,
         predict: torch.Tensor | None = None,
+        windows: walsh_local.Windows | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         assert triples is None  # 20 pairs < 6 d: no triple weights
         captured["scale"] = scale_[0]
-        return original(signs_, odd_, scale_, variance, triples=triples, predict=predict)
+        return original(
+            signs_, odd_, scale_, variance, triples=triples, predict=predict, windows=windows
+        )
 
     monkeypatch.setattr(walsh_gp, "posterior_parts", spy)
     plan.estimator(values)
@@ -264,7 +268,8 @@ def test_local_sets_are_the_odd_subsets_of_the_centred_windows(d: int) -> None:
     """Every subset of order three or five within some window of ``LOCAL_WIDTH``
     consecutive ids centred on a feature (cut at the ends), counted once per such
     window; ``local_parities`` is the product of its members' signs."""
-    members, multiplicity, order = walsh_local.local_sets(d, torch.device("cpu"))
+    windows = walsh_local.line_windows(d)
+    members, multiplicity, order = walsh_local.local_sets(windows, torch.device("cpu"))
     got = {
         tuple(int(j) for j in row.nonzero()[:, 0]): float(m)
         for row, m in zip(members, multiplicity)
@@ -285,12 +290,27 @@ def test_local_sets_are_the_odd_subsets_of_the_centred_windows(d: int) -> None:
     torch.testing.assert_close(parities, brute_parities, rtol=0, atol=0)
 
 
+#: a 2 x 5 raster's windows (3 x 3 blocks, cut at the edges), from its feature mask
+RASTER_WINDOWS = mask_windows([torch.arange(10).view(1, 2, 5)], 10)
+
+
+@pytest.mark.parametrize(
+    ("windows", "triples"),
+    [
+        (walsh_local.line_windows(10), ((2, 3, 4), (4, 5, 6))),
+        (RASTER_WINDOWS, ((2, 7, 8), (1, 2, 6))),  # (2, 7, 8): no 5 consecutive ids hold it
+    ],
+    ids=["ids' order", "2 x 5 raster"],
+)
 def test_local_parities_are_kriging_with_those_parities_variances(
     monkeypatch: pytest.MonkeyPatch,
+    windows: walsh_local.Windows,
+    triples: tuple[tuple[int, ...], tuple[int, ...]],
 ) -> None:
     """The grid's local shape adds ``lambda sigma_|T| m_T`` (equal relevances) to the
-    variance of each local parity; chosen by the restricted likelihood where the odd
-    part is local, its mean and variance are kriging with that explicit basis."""
+    variance of each local parity of the windows; chosen by the restricted likelihood
+    where the odd part is local, its mean and variance are kriging with that explicit
+    basis."""
     monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
     monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (1.0,))
     monkeypatch.setattr(walsh_gp, "LOCAL_WEIGHTS", (50.0,))
@@ -298,14 +318,14 @@ def test_local_parities_are_kriging_with_those_parities_variances(
     monkeypatch.setattr(walsh_local, "LOCAL_WEIGHTS", (50.0,))
     d = 10  # 492 parities of order three to seven: the covariance of 41 rows has full rank
     signs = paired_signs(d, 40, seed=1)
-    # an odd part of neighbouring features: (2, 3, 4) and (4, 5, 6), and a linear part
-    odd = 0.5 * signs[:, 0] + 1.5 * signs[:, 2:5].prod(1) - 1.0 * signs[:, 4:7].prod(1)
-    odd = odd[None]
+    # an odd part of two triples of neighbouring features, and a linear part
+    first, second = (signs[:, list(t)].prod(1) for t in triples)
+    odd = (0.5 * signs[:, 0] + 1.5 * first - 1.0 * second)[None]
     scale = torch.ones(1, d, dtype=torch.float64)
-    mean, spread, _ = walsh_gp.posterior_parts(signs, odd, scale, True)
+    mean, spread, _ = walsh_gp.posterior_parts(signs, odd, scale, True, windows=windows)
     assert spread is not None
 
-    local, multiplicity, _ = walsh_local.local_sets(d, torch.device("cpu"))
+    local, multiplicity, _ = walsh_local.local_sets(windows, torch.device("cpu"))
     count = {
         tuple(int(j) for j in row.nonzero()[:, 0]): float(m) for row, m in zip(local, multiplicity)
     }
@@ -355,7 +375,7 @@ def test_local_parities_take_a_1d_convolutions_neighbourhoods(
         return sum(errors) / len(errors)
 
     with_local = mean_error()
-    monkeypatch.setattr(walsh_gp, "local_enabled", lambda num_features: False)
+    monkeypatch.setattr(walsh_gp, "local_enabled", lambda windows: False)
     without = mean_error()
     assert with_local < 0.3 * without, (with_local, without)
 
@@ -562,7 +582,7 @@ def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
         priors = walsh_gp._Priors(
             relevance, grid, relevance.new_zeros(1, 0), none, relevance.new_zeros(1, 1)
         )
-        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d))
+        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d), None)
         likelihood[power, decay] = float(fit.likelihood[0])
     assert matches[0] == max(likelihood, key=likelihood.__getitem__), likelihood
 
@@ -578,9 +598,9 @@ def test_prior_failing_on_every_row_falls_back_to_the_whole_grid(
     original = walsh_gp._factored_covariances
 
     def failing_on_every_row(
-        signs: torch.Tensor, priors: walsh_gp._Priors, top: int
+        signs: torch.Tensor, priors: walsh_gp._Priors, top: int, windows: object
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        factor, info = original(signs, priors, top)
+        factor, info = original(signs, priors, top, windows)
         if len(signs) == pairs + 1 and priors.relevance.shape[:2] == (2, 1):  # the chosen
             info = info.clone()
             info[0] = 1  # the first example's chosen prior is not positive definite there
@@ -708,10 +728,14 @@ def test_the_process_interpolates_its_observations() -> None:
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
     odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
     scale = torch.rand(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    mean, _, predicted = walsh_gp.posterior_parts(signs, odd, scale + 0.5, predict=signs)
+    windows = walsh_local.line_windows(d)  # the local parities too
+    mean, _, predicted = walsh_gp.posterior_parts(
+        signs, odd, scale + 0.5, predict=signs, windows=windows
+    )
     assert predicted is not None
     torch.testing.assert_close(predicted, odd, rtol=1e-6, atol=1e-8)
-    torch.testing.assert_close(mean, walsh_gp.posterior_parts(signs, odd, scale + 0.5)[0])
+    alone = walsh_gp.posterior_parts(signs, odd, scale + 0.5, windows=windows)[0]
+    torch.testing.assert_close(mean, alone)
     relevance = scale + 0.5
     variances = walsh_kernel.order_variances(d, 0.1)[None]
     top = variances.shape[1] - 1
@@ -776,8 +800,9 @@ def test_the_leave_one_out_scale_refits_without_each_row() -> None:
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
     odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
     scale = torch.rand(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    priors = walsh_gp._candidate_priors(scale + 0.5, None)
-    best = walsh_gp._best_prior(signs, odd, priors, min(walsh_gp.MAX_ORDER, d))
+    windows = walsh_local.line_windows(d)
+    priors = walsh_gp._candidate_priors(scale + 0.5, None, walsh_local.local_enabled(windows))
+    best = walsh_gp._best_prior(signs, odd, priors, min(walsh_gp.MAX_ORDER, d), windows)
     covariance = best.factor[0] @ best.factor[0].T  # K, jitter included
     u = odd[0]
     residuals, precisions = [], []

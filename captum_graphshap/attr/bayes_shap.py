@@ -13,6 +13,7 @@ import torch
 from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.local_windows import feature_windows
 from ..plans.walsh_gp import (
     auto_walsh_gp,
     check_walsh_gp_pairs,
@@ -213,7 +214,10 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
             check_walsh_gp_pairs(d, pairs, options.budget is not None)
         else:  # "auto": beyond what it factorises, adjusted over the other pairs
             fit = posterior_fit_pairs(d)
-        design = walsh_gp_design(d, pairs, options.generator, game.device, fit_pairs=fit)
+        windows = feature_windows(game.features)  # the local parities' neighbourhoods
+        design = walsh_gp_design(
+            d, pairs, options.generator, game.device, fit_pairs=fit, windows=windows
+        )
         values = evaluate_plan(game, design.plan(), show_progress, self.progress_desc)
         posterior = design.posterior(values)
         if posterior.variance is None or posterior.dof < 1:

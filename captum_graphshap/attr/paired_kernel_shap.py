@@ -9,9 +9,11 @@ import torch
 
 from .._warnings import warn_caller
 from ..engine.coalition_game import CoalitionGame
+from ..engine.features import FeatureMasks
 from ..engine.plan import Plan
 from ..plans.exact import exact_shapley_plan
 from ..plans.limits import MAX_COALITIONS, check_choice, check_plan_size
+from ..plans.local_windows import feature_windows
 from ..plans.paired_designs import filled_kernel_plan, paired_kernel_plan
 from ..plans.permutation_fill import filled_permutation_plan
 from ..plans.permutations import filled_orderings
@@ -172,9 +174,11 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
         count = self._samples(options, d)
         plan, estimator = None, options.estimator
         if estimator == "auto":
-            plan, estimator = auto_plan(d, count, options.generator, game.device)
+            plan, estimator = auto_plan(
+                d, count, options.generator, game.device, features=game.features
+            )
         if plan is None:
-            plan = chosen_plan(estimator, d, count, options, game.device)
+            plan = chosen_plan(estimator, d, count, options, game.device, game.features)
         values = evaluate_plan(game, plan, show_progress, self.progress_desc)
         return Outcome(check_attribution_scale(type(self).__name__, values, plan.estimator(values)))
 
@@ -216,9 +220,15 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
 
 
 def chosen_plan(
-    estimator: str, d: int, count: int, options: PairedKernelShapOptions, device: torch.device
+    estimator: str,
+    d: int,
+    count: int,
+    options: PairedKernelShapOptions,
+    device: torch.device,
+    features: FeatureMasks | None = None,
 ) -> Plan:
-    """The plan of a named ``estimator`` (not ``"auto"``) for ``count + 2`` evaluations."""
+    """The plan of a named ``estimator`` (not ``"auto"``) for ``count + 2`` evaluations;
+    ``features``: the call's masks, whose geometry gives the process's local windows."""
     generator = options.generator
     if estimator == "kernel" and options.budget is not None:
         # budget= counts distinct evaluations: draw until they are all spent
@@ -229,13 +239,19 @@ def chosen_plan(
         return regression_mc_plan(d, (count + 1) // 2, generator, device)
     if estimator == "walsh_gp":
         check_walsh_gp_pairs(d, count // 2, options.budget is not None)
-        return walsh_gp_plan(d, count // 2, generator, device)
+        windows = None if features is None else feature_windows(features)
+        return walsh_gp_plan(d, count // 2, generator, device, windows=windows)
     triples = 0 if estimator == "stratified" else None
     return cubic_kernel_plan(d, (count + 1) // 2, generator, device, triples=triples)
 
 
 def auto_plan(
-    d: int, count: int, generator: torch.Generator | None, device: torch.device
+    d: int,
+    count: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    features: FeatureMasks | None = None,
 ) -> tuple[Plan | None, str]:
     """``estimator="auto"``: the plan for ``count + 2`` evaluations, or the estimator to use.
 
@@ -249,14 +265,18 @@ def auto_plan(
     features on; at least two
     orderings, the rows they leave spent on single features' samples,
     :func:`~captum_graphshap.plans.permutation_fill.filled_permutation_plan`);
-    otherwise no plan here and ``"cubic"``.
+    otherwise no plan here and ``"cubic"``. ``features``: the call's masks, whose
+    geometry gives the process's local windows (``plans/local_windows.py``; None:
+    the ids' order).
     """
     evaluations = count + 2
     if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
     if auto_walsh_gp(d, count // 2, wide=True):
         fit = auto_fit_pairs(d)
-        return walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit), "walsh_gp"
+        windows = None if features is None else feature_windows(features)
+        plan = walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit, windows=windows)
+        return plan, "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
     per_feature = AUTO_PERMUTATIONS_BELOW_WIDE if d >= WIDE_FEATURES else AUTO_PERMUTATIONS_BELOW

@@ -52,16 +52,19 @@ from .walsh_kernel import (
     MAX_ORDER,
     built_covariances,
     cross_covariances,
-    elementary_symmetric,
     leave_one_out_symmetric,
     order_variances,
     pattern_covariances,
+    prior_shapley_variances,
+    shapley_order_weights,
     signed_elementary_symmetric,
 )
 from .walsh_kriging import kriging, leave_one_out_scale, posterior_variances
 from .walsh_local import (
     LOCAL_DECAYS,
     LOCAL_WEIGHTS,
+    Windows,
+    line_windows,
     local_covariances,
     local_enabled,
     local_mass,
@@ -201,6 +204,8 @@ class WalshGPDesign:
     #: ``(F,)`` the pairs the process is factorised on, adjusted over the others
     #: (:func:`adjusted_posterior`); None: every pair
     fitted: Tensor | None = None
+    #: the local parities' windows (``plans/local_windows.py``); None: the ids' order
+    windows: Windows | None = None
 
     def plan(self) -> Plan:
         """Shared plan whose estimator is the posterior mean."""
@@ -213,14 +218,18 @@ class WalshGPDesign:
     def mean(self, values: Tensor) -> Tensor:
         """``(N, d)`` posterior means from the plan's values ``(N, 2 + 2P)``."""
         if self.fitted is None:
-            return walsh_gp_shapley(self.sampled, self.weights, values)
-        return adjusted_posterior(self.sampled, self.weights, values, self.fitted).mean
+            return walsh_gp_shapley(self.sampled, self.weights, values, self.windows)
+        return adjusted_posterior(
+            self.sampled, self.weights, values, self.fitted, windows=self.windows
+        ).mean
 
     def posterior(self, values: Tensor) -> WalshGPPosterior:
         """Posterior means and variances from the plan's values ``(N, 2 + 2P)``."""
         if self.fitted is None:
-            return walsh_gp_posterior(self.sampled, self.weights, values)
-        return adjusted_posterior(self.sampled, self.weights, values, self.fitted, variance=True)
+            return walsh_gp_posterior(self.sampled, self.weights, values, windows=self.windows)
+        return adjusted_posterior(
+            self.sampled, self.weights, values, self.fitted, variance=True, windows=self.windows
+        )
 
 
 def walsh_gp_design(
@@ -230,12 +239,13 @@ def walsh_gp_design(
     device: torch.device,
     *,
     fit_pairs: int | None = None,
+    windows: Windows | None = None,
 ) -> WalshGPDesign:
     """The process's design (:func:`~captum_graphshap.plans.walsh_design.draw_design`),
-    moved to ``device`` in one copy."""
+    moved to ``device`` in one copy; ``windows``: its local parities'."""
     sampled, weights, fitted = draw_design(num_features, pairs, generator, fit_pairs=fit_pairs)
     on_device = None if fitted is None else fitted.to(device)
-    return WalshGPDesign(sampled.to(device), weights.to(device), on_device)
+    return WalshGPDesign(sampled.to(device), weights.to(device), on_device, windows)
 
 
 def walsh_gp_plan(
@@ -245,9 +255,13 @@ def walsh_gp_plan(
     device: torch.device,
     *,
     fit_pairs: int | None = None,
+    windows: Windows | None = None,
 ) -> Plan:
     """Shared plan: the endpoints, ``pairs`` stratified coalitions, then their complements."""
-    return walsh_gp_design(num_features, pairs, generator, device, fit_pairs=fit_pairs).plan()
+    design = walsh_gp_design(
+        num_features, pairs, generator, device, fit_pairs=fit_pairs, windows=windows
+    )
+    return design.plan()
 
 
 @dataclass(frozen=True)
@@ -269,9 +283,11 @@ class WalshGPPosterior:
     predicted: Tensor | None = None
 
 
-def walsh_gp_shapley(sampled: Tensor, weights: Tensor, values: Tensor) -> Tensor:
+def walsh_gp_shapley(
+    sampled: Tensor, weights: Tensor, values: Tensor, windows: Windows | None = None
+) -> Tensor:
     """``(N, d)`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows."""
-    return walsh_gp_posterior(sampled, weights, values, variance=False).mean
+    return walsh_gp_posterior(sampled, weights, values, variance=False, windows=windows).mean
 
 
 def walsh_gp_posterior(
@@ -281,11 +297,13 @@ def walsh_gp_posterior(
     *,
     variance: bool = True,
     predict: Tensor | None = None,
+    windows: Windows | None = None,
 ) -> WalshGPPosterior:
     """The posterior of ``phi`` from the values ``(N, 2 + 2P)`` of :func:`walsh_gp_plan`'s rows.
 
     With ``predict`` ``(P', d)`` (bool) it also holds the posterior means of the
-    odd part at those coalitions, ``(N, P')``.
+    odd part at those coalitions, ``(N, P')``. ``windows``: the local parities'
+    (:func:`~captum_graphshap.plans.walsh_local.line_windows` when None).
     """
     pairs, d = sampled.shape
     values = values.to(torch.float64)
@@ -317,9 +335,11 @@ def walsh_gp_posterior(
     if triples is not None:
         size = 2 * 2**d if 2**d <= rows * rows else rows * triples.shape[1]
         per_example += len(RELEVANCE_POWERS) * size
-    if local_enabled(d):  # the local shapes' covariances and their parities' products
+    local: Windows | None = line_windows(d) if windows is None else windows
+    local = local if local is not None and local_enabled(local) else None
+    if local is not None:  # the local shapes' covariances and their parities' products
         local_priors = len(RELEVANCE_POWERS) * len(LOCAL_DECAYS) * len(LOCAL_WEIGHTS)
-        per_example += local_priors * rows * (rows + len(local_sets(d, signs.device)[0]))
+        per_example += local_priors * rows * (rows + len(local_sets(local, signs.device)[0]))
     predict_signs = None
     if predict is not None:
         predict_signs = predict.to(torch.float64) * 2 - 1
@@ -333,6 +353,7 @@ def walsh_gp_posterior(
             variance,
             triples=None if triples is None else triples[start : start + chunk],
             predict=predict_signs,
+            windows=local,
         )
         for start in range(0, len(values), chunk)
     ]
@@ -345,7 +366,13 @@ def walsh_gp_posterior(
 
 
 def adjusted_posterior(
-    sampled: Tensor, weights: Tensor, values: Tensor, fitted: Tensor, *, variance: bool = False
+    sampled: Tensor,
+    weights: Tensor,
+    values: Tensor,
+    fitted: Tensor,
+    *,
+    variance: bool = False,
+    windows: Windows | None = None,
 ) -> WalshGPPosterior:
     """The process fitted on the pairs ``fitted``, its posterior mean the surrogate of
     a regression adjustment over all of them.
@@ -375,7 +402,12 @@ def adjusted_posterior(
     inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
     subset = torch.cat([values[:, :2], inside[:, fitted], outside[:, fitted]], dim=1)
     posterior = walsh_gp_posterior(
-        sampled[fitted], weights[fitted], subset, variance=variance, predict=sampled[others]
+        sampled[fitted],
+        weights[fitted],
+        subset,
+        variance=variance,
+        predict=sampled[others],
+        windows=windows,
     )
     assert posterior.predicted is not None  # asked for
     surrogate = values.new_zeros(values.shape[0], pairs)  # g's odd part at every pair
@@ -434,6 +466,7 @@ def posterior_parts(
     *,
     triples: Tensor | None = None,
     predict: Tensor | None = None,
+    windows: Windows | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Posterior means of ``phi`` ``(E, d)``, (``variance``) their variances, and predictions.
 
@@ -448,25 +481,27 @@ def posterior_parts(
     (relevance power x decay) is chosen per example by the restricted
     likelihood. With ``predict`` ``(rows', d)`` (+-1) the third result is the
     posterior means of the odd part at those coalitions ``(E, rows')``
-    (:func:`adjusted_posterior`), else None.
+    (:func:`adjusted_posterior`), else None. ``windows``: the local parities'
+    (``plans/walsh_local.py``); None: no local shapes.
     """
     d = signs.shape[1]
     top = min(MAX_ORDER, d)
-    best = _best_prior(signs, odd, _candidate_priors(scale, triples), top)
+    priors = _candidate_priors(scale, triples, windows is not None)
+    best = _best_prior(signs, odd, priors, top, windows)
     if not bool(torch.isfinite(best.likelihood).all()):
         raise torch.linalg.LinAlgError("no prior of the grid gave a positive-definite covariance")
-    predicted = None if predict is None else _odd_mean(predict, signs, best, top)
-    covariance = _shapley_covariance(signs, best, top)
+    predicted = None if predict is None else _odd_mean(predict, signs, best, top, windows)
+    covariance = _shapley_covariance(signs, best, top, windows)
     mean = 2 * best.linear[..., 0] + torch.einsum("epi,ep->ei", covariance, best.inverse_residual)
     if not variance:
         return mean, None, predicted
-    shapley_weights = best.variances[:, 1:] * _shapley_order_weights(top, signs)[1:]
-    order_weights = shapley_weights * _shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
-    prior = _prior_variances(best.relevance, order_weights)
+    shapley_weights = best.variances[:, 1:] * shapley_order_weights(top, signs)[1:]
+    order_weights = shapley_weights * shapley_order_weights(top, signs)[1:]  # sigma_k (2 / k)^2
+    prior = prior_shapley_variances(best.relevance, order_weights)
     extra = _triple_excess(signs, best)
     if extra is not None:
         prior = prior + (4 / 9) * extra[0] @ extra[1]
-    local = _local_excess(signs, best)
+    local = _local_excess(signs, best, windows)
     if local is not None:
         mass, members, order = local
         prior = prior + (mass * (2 / order) ** 2) @ members
@@ -481,7 +516,9 @@ def posterior_parts(
     return mean, scale_estimate[:, None] * spread, predicted
 
 
-def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
+def _odd_mean(
+    predict: Tensor, signs: Tensor, best: _Prior, top: int, windows: Windows | None
+) -> Tensor:
     """``(E, rows')`` the posterior means of the odd part at the coalitions ``predict``
     (+-1): ``x' beta + k(x, observed)' K^-1 (u - X beta)``."""
     cross = cross_covariances(predict, signs, best.relevance, best.variances, top)
@@ -489,7 +526,7 @@ def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
     if extra is not None:
         new, seen = triple_products(predict), triple_products(signs)
         cross = cross + (new * extra[0][:, None, :]) @ seen.T
-    local = _local_excess(signs, best)
+    local = _local_excess(signs, best, windows)
     if local is not None:
         mass, members, _ = local
         new, seen = local_parities(predict, members), local_parities(signs, members)
@@ -498,13 +535,13 @@ def _odd_mean(predict: Tensor, signs: Tensor, best: _Prior, top: int) -> Tensor:
     return linear + torch.einsum("eab,eb->ea", cross, best.inverse_residual)
 
 
-def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
+def _shapley_covariance(signs: Tensor, best: _Prior, top: int, windows: Windows | None) -> Tensor:
     """``Cov(phi_i, u(S)) / s^2`` ``(E, rows, d)`` of the parities of order three and up."""
     # Cov(phi_i, u(S)) / s^2 = sum_k sigma_k (2 / k) r_i x_i e_(k-1)(r_j x_j, j != i)
     signed = best.relevance[:, None, :] * signs  # (E, rows, d): r_j x_j
     sums = signed_elementary_symmetric(signs, best.relevance, top - 1)  # (E, rows, top)
     cross = signed[..., None] * leave_one_out_symmetric(signed, sums)
-    shapley_weights = best.variances[:, 1:] * _shapley_order_weights(top, signs)[1:]  # (E, top)
+    shapley_weights = best.variances[:, 1:] * shapley_order_weights(top, signs)[1:]  # (E, top)
     covariance = torch.einsum("epik,ek->epi", cross, shapley_weights)  # (E, rows, d)
     extra = _triple_excess(signs, best)  # the reweighted triples' part, if any
     if extra is not None:
@@ -512,7 +549,7 @@ def _shapley_covariance(signs: Tensor, best: _Prior, top: int) -> Tensor:
         parities = triple_products(signs)
         # 2 / 3 of each triple's parity to each of its members
         covariance = covariance + (2 / 3) * (parities * mass[:, None, :]) @ members
-    local = _local_excess(signs, best)
+    local = _local_excess(signs, best, windows)
     if local is not None:  # 2 / |T| of each local parity to each of its members
         mass, members, order = local
         covariance = (
@@ -531,13 +568,13 @@ class _Priors(NamedTuple):
     local: Tensor  # (E, G) the local parities' weight lambda (0: none; walsh_local.py)
 
 
-def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
+def _candidate_priors(scale: Tensor, triples: Tensor | None, local_shapes: bool) -> _Priors:
     """The grid: :data:`RELEVANCE_POWERS` x :data:`ORDER_DECAYS`, with ``triples`` each
     shape once more with the triples reweighted, and from
     :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features each plain
     shape of a decay in :data:`~captum_graphshap.plans.walsh_local.LOCAL_DECAYS` once
     more per weight of the local parities
-    (:data:`~captum_graphshap.plans.walsh_local.LOCAL_WEIGHTS`)."""
+    (:data:`~captum_graphshap.plans.walsh_local.LOCAL_WEIGHTS`) with ``local_shapes``."""
     d = scale.shape[1]
     powers = torch.tensor(RELEVANCE_POWERS, dtype=torch.float64, device=scale.device)
     relevance = (scale[:, None, :] + RELEVANCE_FLOOR) ** powers[None, :, None]  # (E, W, d)
@@ -551,7 +588,7 @@ def _candidate_priors(scale: Tensor, triples: Tensor | None) -> _Priors:
         grid, excess = torch.cat([grid, grid], dim=1), triples - 1
         reweighted = torch.cat([reweighted, ~reweighted], dim=1)
     local = torch.zeros(grid.shape[:2], dtype=torch.float64, device=scale.device)
-    if local_enabled(d):
+    if local_shapes:
         plain = plain[:, [ORDER_DECAYS.index(decay) for decay in LOCAL_DECAYS]]
         shapes = plain.shape[1]
         grid = torch.cat([grid] + [plain] * len(LOCAL_WEIGHTS), dim=1)
@@ -577,7 +614,9 @@ class _Prior(NamedTuple):
     factor: Tensor  # (E, rows, rows)
 
 
-def _best_prior(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior:
+def _best_prior(
+    signs: Tensor, odd: Tensor, priors: _Priors, top: int, windows: Windows | None
+) -> _Prior:
     """The prior of ``priors`` of highest restricted likelihood, per example, and the
     kriging under it on every row.
 
@@ -585,29 +624,32 @@ def _best_prior(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior
     """
     rows = signs.shape[0]
     if rows <= SELECTION_ROWS or priors.relevance.shape[1] * priors.grid.shape[1] == 1:
-        return _best_of_grid(signs, odd, priors, top)
+        return _best_of_grid(signs, odd, priors, top, windows)
     # evenly spaced over the pairs (drawn size by size, so every size keeps its share)
     # and the full coalition, the last row
     spaced = torch.linspace(0, rows - 2, SELECTION_ROWS - 1, device=signs.device).round().long()
     subset = torch.cat([spaced, spaced.new_full((1,), rows - 1)])
-    pre = _best_of_grid(signs[subset], odd[:, subset], priors, top)
+    pre = _best_of_grid(signs[subset], odd[:, subset], priors, top, windows)
     reweighted = (pre.excess != 0).any(dim=1, keepdim=True)
     chosen = _Priors(
         pre.relevance[:, None], pre.variances[:, None], pre.excess, reweighted, pre.local[:, None]
     )
-    best = _best_of_grid(signs, odd, chosen, top)
+    best = _best_of_grid(signs, odd, chosen, top, windows)
     failed = ~torch.isfinite(best.likelihood)
     if bool(failed.any()):  # not positive definite on every row: the whole grid there
-        again = _best_of_grid(signs, odd[failed], _Priors(*(p[failed] for p in priors)), top)
+        retry = _Priors(*(p[failed] for p in priors))
+        again = _best_of_grid(signs, odd[failed], retry, top, windows)
         best = _Prior(*(field.clone() for field in best))
         for field, retried in zip(best, again):
             field[failed] = retried
     return best
 
 
-def _best_of_grid(signs: Tensor, odd: Tensor, priors: _Priors, top: int) -> _Prior:
+def _best_of_grid(
+    signs: Tensor, odd: Tensor, priors: _Priors, top: int, windows: Windows | None
+) -> _Prior:
     """:func:`_best_prior` with the choice made on every row: every prior factorised."""
-    factor, info = _factored_covariances(signs, priors, top)
+    factor, info = _factored_covariances(signs, priors, top, windows)
     fit = kriging(signs, odd, factor, info)
     pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
     examples = torch.arange(odd.shape[0], device=signs.device)
@@ -637,25 +679,20 @@ def _triple_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor] | None:
     return mass, triple_members(signs.shape[1], signs.device)
 
 
-def _local_excess(signs: Tensor, best: _Prior) -> tuple[Tensor, Tensor, Tensor] | None:
+def _local_excess(
+    signs: Tensor, best: _Prior, windows: Windows | None
+) -> tuple[Tensor, Tensor, Tensor] | None:
     """The chosen priors' local parities: ``(E, P)`` their extra variances, ``(P, d)``
     their members and ``(P,)`` their orders; None where no example took them."""
-    if not bool((best.local > 0).any()):
+    if windows is None or not bool((best.local > 0).any()):
         return None
-    members, _, order = local_sets(signs.shape[1], signs.device)
-    return local_mass(best.relevance, best.variances, best.local), members, order
+    members, _, order = local_sets(windows, signs.device)
+    return local_mass(best.relevance, best.variances, best.local, windows), members, order
 
 
-def _prior_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
-    """``(E, d)`` the prior variance of each ``phi_i``'s part of order three and up,
-    ``sum_k sigma_k (2 / k)^2 r_i e_(k-1)(r_j, j != i)`` (``order_weights``
-    ``sigma_k (2 / k)^2``)."""
-    top = order_weights.shape[1]
-    without = leave_one_out_symmetric(relevance, elementary_symmetric(relevance, top - 1))
-    return relevance * torch.einsum("eik,ek->ei", without, order_weights)
-
-
-def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Tensor, Tensor]:
+def _factored_covariances(
+    signs: Tensor, priors: _Priors, top: int, windows: Windows | None
+) -> tuple[Tensor, Tensor]:
     """Cholesky factors ``(E, W, G, rows, rows)`` of every prior's covariance, and their info.
 
     A factorisation that failed (``info != 0``) is replaced by the identity.
@@ -674,8 +711,8 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
             parities = triple_products(signs)  # (rows, T)
             triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
             covariances += order_three[..., None] * triples[:, :, None]
-    if bool((local > 0).any()):  # the local shapes add their parities' covariance
-        added, shapes = local_covariances(signs, relevance, grid, local)
+    if windows is not None and bool((local > 0).any()):  # the local parities' covariance
+        added, shapes = local_covariances(signs, relevance, grid, local, windows)
         covariances[:, :, shapes] += added
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
@@ -687,11 +724,3 @@ def _factored_covariances(signs: Tensor, priors: _Priors, top: int) -> tuple[Ten
     if bool(failed.any()):  # dropped by the caller; the identity meanwhile
         factor[failed] = torch.eye(rows, dtype=torch.float64, device=signs.device)
     return factor, info
-
-
-def _shapley_order_weights(top: int, like: Tensor) -> Tensor:
-    """``2 / k`` for odd ``k`` (the Shapley value of an order-``k`` parity per member)."""
-    weights = torch.zeros(top + 1, dtype=torch.float64, device=like.device)
-    for k in range(1, top + 1, 2):
-        weights[k] = 2.0 / k
-    return weights

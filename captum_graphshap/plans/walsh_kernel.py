@@ -401,3 +401,20 @@ def cholesky_solve(rhs: Tensor, factor: Tensor) -> Tensor:
     torch runs about twice as fast as ``torch.cholesky_solve`` (same result)."""
     half = torch.linalg.solve_triangular(factor, rhs, upper=False)
     return torch.linalg.solve_triangular(factor.mT, half, upper=True)
+
+
+def prior_shapley_variances(relevance: Tensor, order_weights: Tensor) -> Tensor:
+    """``(E, d)`` the prior variance of each ``phi_i``'s part of order three and up,
+    ``sum_k sigma_k (2 / k)^2 r_i e_(k-1)(r_j, j != i)`` (``order_weights``
+    ``sigma_k (2 / k)^2``)."""
+    top = order_weights.shape[1]
+    without = leave_one_out_symmetric(relevance, elementary_symmetric(relevance, top - 1))
+    return relevance * torch.einsum("eik,ek->ei", without, order_weights)
+
+
+def shapley_order_weights(top: int, like: Tensor) -> Tensor:
+    """``2 / k`` for odd ``k`` (the Shapley value of an order-``k`` parity per member)."""
+    weights = torch.zeros(top + 1, dtype=torch.float64, device=like.device)
+    for k in range(1, top + 1, 2):
+        weights[k] = 2.0 / k
+    return weights

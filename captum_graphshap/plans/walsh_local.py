@@ -2,8 +2,10 @@
 
 What: a prior shape of the Walsh-basis process (``plans/walsh_gp.py``) that
 adds variance to the parities of order three and five whose features lie
-within :data:`LOCAL_WIDTH` consecutive feature ids: the interactions a
-1-d convolution, a window of tokens or a sequence of segments makes.
+within a window of neighbouring features: the interactions a convolution, a
+window of tokens or a sequence of segments makes. The windows come from the
+feature mask's geometry (``plans/local_windows.py``), or are
+:data:`LOCAL_WIDTH` consecutive feature ids where there is none.
 
 Why: on a 1-d CNN with max-pooling the even part's pairwise fit cannot find
 the neighbourhoods at 32 features from 511 pairs (as many coefficients as
@@ -18,7 +20,8 @@ than 1% only on the two 1-d CNNs and one SiLU MLP (0.97x;
 
 Each parity ``T`` gets ``lambda sigma_|T| prod_{j in T} r_j m_T`` more prior
 variance, ``m_T`` the number of windows holding it (one window per feature,
-centred on it, cut at the ends) and ``lambda`` one of :data:`LOCAL_WEIGHTS`.
+by default centred on it, cut at the ends) and ``lambda`` one of
+:data:`LOCAL_WEIGHTS`.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ import itertools
 import torch
 from torch import Tensor
 
-#: Features per window: a feature and the two ids on either side of it.
+#: Features per window: a feature and the two ids on either side of it (from a
+#: mask's geometry: at least this many, median over features).
 LOCAL_WIDTH = 5
+#: One window per feature: the sorted ids of the features it holds.
+Windows = tuple[tuple[int, ...], ...]
 #: The orders of the local parities (odd: only they carry Shapley value).
 LOCAL_ORDERS = (3, 5)
 #: Their extra weight ``lambda`` relative to the product prior's parities of the
@@ -54,23 +60,30 @@ LOCAL_DECAYS = (0.01,)
 LOCAL_MIN_FEATURES = 10
 
 
-def local_enabled(num_features: int) -> bool:
-    """Whether the grid has the local shapes at ``num_features`` features."""
-    return num_features >= LOCAL_MIN_FEATURES
+def local_enabled(windows: Windows) -> bool:
+    """Whether the grid has the local shapes with these windows: from
+    :data:`LOCAL_MIN_FEATURES` features, where some window holds an odd parity of
+    order three."""
+    return len(windows) >= LOCAL_MIN_FEATURES and max(map(len, windows)) >= 3
+
+
+@functools.lru_cache(maxsize=64)
+def line_windows(num_features: int) -> Windows:
+    """:data:`LOCAL_WIDTH` consecutive ids centred on each feature, cut at the ends."""
+    d, half = num_features, LOCAL_WIDTH // 2
+    return tuple(tuple(range(max(0, c - half), min(d, c + half + 1))) for c in range(d))
 
 
 @functools.lru_cache(maxsize=32)
-def local_sets(num_features: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+def local_sets(windows: Windows, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     """``(P, d)`` the local parities' members (0 / 1), ``(P,)`` their windows' count
     and ``(P,)`` their orders; cached (read only)."""
-    d, half = num_features, LOCAL_WIDTH // 2
     counts: dict[tuple[int, ...], int] = {}
-    for centre in range(d):
-        window = range(max(0, centre - half), min(d, centre + half + 1))
+    for window in windows:
         for size in LOCAL_ORDERS:
             for subset in itertools.combinations(window, size):
                 counts[subset] = counts.get(subset, 0) + 1
-    members = torch.zeros(len(counts), d, dtype=torch.float64)
+    members = torch.zeros(len(counts), len(windows), dtype=torch.float64)
     for row, subset in enumerate(counts):
         members[row, list(subset)] = 1.0
     multiplicity = torch.tensor(list(counts.values()), dtype=torch.float64)
@@ -85,27 +98,27 @@ def local_parities(signs: Tensor, members: Tensor) -> Tensor:
     return 1.0 - 2.0 * torch.remainder(outside @ members.T, 2.0)
 
 
-def local_mass(relevance: Tensor, variances: Tensor, weight: Tensor) -> Tensor:
+def local_mass(relevance: Tensor, variances: Tensor, weight: Tensor, windows: Windows) -> Tensor:
     """``(..., P)`` each local parity's extra prior variance over the scale:
     ``weight sigma_|T| prod_{j in T} r_j m_T``.
 
     ``relevance`` ``(..., d)``, ``variances`` ``(..., top + 1)`` per order and
     ``weight`` ``(...)`` broadcast together (``lambda``; 0: no local parities).
     """
-    order = local_sets(relevance.shape[-1], relevance.device)[2]
+    order = local_sets(windows, relevance.device)[2]
     per_order = variances[..., order.long()]
-    return weight[..., None] * counted_products(relevance) * per_order
+    return weight[..., None] * counted_products(relevance, windows) * per_order
 
 
-def counted_products(relevance: Tensor) -> Tensor:
+def counted_products(relevance: Tensor, windows: Windows) -> Tensor:
     """``(..., P)`` each local parity's ``prod_{j in T} r_j m_T`` from ``relevance``
     ``(..., d)``."""
-    members, multiplicity, _ = local_sets(relevance.shape[-1], relevance.device)
+    members, multiplicity, _ = local_sets(windows, relevance.device)
     return torch.exp(torch.log(relevance.clamp_min(1e-300)) @ members.T) * multiplicity
 
 
 def local_covariances(
-    signs: Tensor, relevance: Tensor, grid: Tensor, weight: Tensor
+    signs: Tensor, relevance: Tensor, grid: Tensor, weight: Tensor, windows: Windows
 ) -> tuple[Tensor, Tensor]:
     """``(E, W, G', rows, rows)`` the local parities' covariance under the shapes ``G'`` of
     the grid that have them (``weight > 0`` for some example), and their indices ``(G',)``.
@@ -114,9 +127,9 @@ def local_covariances(
     product per relevance and order, scaled per shape by ``lambda sigma_k``: not one
     per shape.
     """
-    members, _, order = local_sets(signs.shape[1], signs.device)
+    members, _, order = local_sets(windows, signs.device)
     parities = local_parities(signs, members)  # (rows, P)
-    products = counted_products(relevance)  # (E, W, P)
+    products = counted_products(relevance, windows)  # (E, W, P)
     shapes = (weight > 0).any(dim=0).nonzero()[:, 0]
     total = None
     for size in LOCAL_ORDERS:
