@@ -137,6 +137,30 @@ def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, bud
     assert torch.allclose(results["cpu"], results["cuda"], atol=agree * float(scale), rtol=0)
 
 
+def test_the_windows_of_a_patch_mask_give_the_cpu_result_on_the_gpu():
+    """The default on an image of 5 x 5 patches: the local parities' windows are read
+    off the mask on the device (one host read), and the estimate is the CPU's (written
+    without a device to run it; held to the BayesShap case's agreement)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(4 * 5 * 5, 1),
+    ).double().eval()  # fmt: skip
+    rows = torch.arange(10)
+    mask = ((rows[:, None] // 2) * 5 + rows[None, :] // 2).view(1, 1, 10, 10)
+    x = torch.randn(2, 1, 10, 10, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    results = {}
+    for device in ("cpu", "cuda"):
+        out = cg.PairedKernelShap(model.to(device)).attribute(
+            x.to(device), target=0, feature_mask=mask.to(device), budget=512,
+            generator=torch.Generator().manual_seed(0),
+        )  # fmt: skip
+        assert out.device.type == device
+        results[device] = out.cpu()
+    scale = results["cpu"].abs().max()
+    assert torch.allclose(results["cpu"], results["cuda"], atol=1e-5 * float(scale), rtol=0)
+
+
 @pytest.mark.parametrize("budget", [None, 30])
 def test_owen_values_give_the_cpu_result_on_the_gpu(budget):
     d = 10

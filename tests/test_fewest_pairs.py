@@ -146,8 +146,10 @@ def test_the_guard_runs_in_the_estimator_path(monkeypatch: pytest.MonkeyPatch) -
     """A blown-up estimate from the process is raised, not returned."""
     real = walsh_gp.walsh_gp_shapley
 
-    def blown(sampled: torch.Tensor, weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        phi = real(sampled, weights, values)
+    def blown(
+        sampled: torch.Tensor, weights: torch.Tensor, values: torch.Tensor, windows: object
+    ) -> torch.Tensor:
+        phi = real(sampled, weights, values, windows)  # type: ignore[arg-type]
         return phi + torch.tensor([1e9, -1e9] + [0.0] * (phi.shape[1] - 2), dtype=phi.dtype)
 
     monkeypatch.setattr(walsh_gp, "walsh_gp_shapley", blown)
