@@ -413,6 +413,9 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
     # the rule before the windows from the mask's geometry (plans/local_windows.py):
     # consecutive ids
     "before: windows of ids": {(auto_rule, "feature_windows"): lambda features: None},
+    # the rule before permutations up to the process from 33 to 47 features: the cubic
+    # fit from 6 d
+    "before: cubic from 6 d": {(auto_rule, "AUTO_PERMUTATIONS_BELOW_MIDDLE"): 6},
 }
 
 

@@ -684,9 +684,12 @@ def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
 def test_auto_samples_permutations_up_to_12_d_from_48_features_on() -> None:
     cpu = torch.device("cpu")
     g = torch.Generator().manual_seed(0)
-    # below 48 features the crossover to the cubic fit is at 6 d evaluations
-    assert auto_plan(40, 6 * 40 - 4, g, cpu)[1] == "permutation"
-    assert auto_plan(40, 6 * 40, g, cpu)[1] == "cubic"
+    # from 33 to 47 features permutations up to the process, from 8 d + 2 evaluations
+    assert auto_plan(40, 6 * 40, g, cpu)[1] == "permutation"
+    assert auto_plan(40, 8 * 40 - 2, g, cpu)[1] == "permutation"
+    assert auto_plan(40, 8 * 40, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(33, 8 * 33 - 2, g, cpu)[1] == "permutation"
+    assert auto_plan(47, 8 * 47, g, cpu)[1] == "walsh_gp"
     # from 48 on at 12 d: a ViT over 196 patches at 2,048 evaluations samples orderings
     assert auto_plan(196, 2046, g, cpu)[1] == "permutation"
     assert auto_plan(96, 12 * 96 - 4, g, cpu)[1] == "permutation"

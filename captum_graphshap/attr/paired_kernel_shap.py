@@ -19,7 +19,13 @@ from ..plans.permutation_fill import filled_permutation_plan
 from ..plans.permutations import filled_orderings
 from ..plans.regression_adjusted import cubic_kernel_plan
 from ..plans.regression_mc import regression_mc_plan
-from ..plans.walsh_gp import auto_fit_pairs, auto_walsh_gp, check_walsh_gp_pairs, walsh_gp_plan
+from ..plans.walsh_gp import (
+    MAX_FEATURES,
+    auto_fit_pairs,
+    auto_walsh_gp,
+    check_walsh_gp_pairs,
+    walsh_gp_plan,
+)
 from ._options import check_count, check_generator
 from .base import KernelAttribution, Options, Outcome, evaluate_plan
 from .budget import check_budget, samples_within
@@ -117,6 +123,13 @@ AUTO_PERMUTATIONS_BELOW = 6
 #: still raises the error there (1.18 at 11 d, 2.74 at 16 d).
 AUTO_PERMUTATIONS_BELOW_WIDE = 12
 WIDE_FEATURES = 48
+#: From 33 features to :data:`WIDE_FEATURES`, antithetic permutations up to where
+#: the process starts (``8 d``), not the cubic fit from ``6 d``: in the 19 zoo cells
+#: of that band (d = 40 at 256 evaluations, runs A-G) the cubic fit was our best
+#: in 3, permutations in 11; permutations had 0.37-1.61x its error, median 0.77,
+#: where both are known (18 cells); on a fresh seed's four models 0.36-1.37x
+#: (``benchmarks/ZOO.md``, "Permutations up to the process").
+AUTO_PERMUTATIONS_BELOW_MIDDLE = 8
 
 
 class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
@@ -261,7 +274,9 @@ def auto_plan(
     otherwise (more features, or fewer pairs than features) antithetic
     permutations below
     :data:`AUTO_PERMUTATIONS_BELOW` ``d`` evaluations
-    (:data:`AUTO_PERMUTATIONS_BELOW_WIDE` ``d`` from :data:`WIDE_FEATURES`
+    (:data:`AUTO_PERMUTATIONS_BELOW_MIDDLE` ``d`` above
+    :data:`~captum_graphshap.plans.walsh_gp.MAX_FEATURES` features,
+    :data:`AUTO_PERMUTATIONS_BELOW_WIDE` ``d`` from :data:`WIDE_FEATURES`
     features on; at least two
     orderings, the rows they leave spent on single features' samples,
     :func:`~captum_graphshap.plans.permutation_fill.filled_permutation_plan`);
@@ -279,8 +294,12 @@ def auto_plan(
         return plan, "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions
     orderings = (evaluations - 2) // max(1, d - 1)
-    per_feature = AUTO_PERMUTATIONS_BELOW_WIDE if d >= WIDE_FEATURES else AUTO_PERMUTATIONS_BELOW
-    if evaluations < per_feature * d and orderings >= 2:
+    per_feature = AUTO_PERMUTATIONS_BELOW
+    if d > MAX_FEATURES:
+        wide = d >= WIDE_FEATURES
+        per_feature = AUTO_PERMUTATIONS_BELOW_WIDE if wide else AUTO_PERMUTATIONS_BELOW_MIDDLE
+    # (+ 2: the endpoints, so the middle band meets the process at 8 d + 2)
+    if evaluations < per_feature * d + 2 and orderings >= 2:
         # as many antithetic orderings as their distinct prefixes allow
         ranks = filled_orderings(d, evaluations, True, generator, device, minimum=2, even=True)
         return filled_permutation_plan(ranks, evaluations, generator, device), "permutation"
