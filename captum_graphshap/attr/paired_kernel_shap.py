@@ -127,7 +127,7 @@ WIDE_FEATURES = 48
 #: the process starts (``8 d``), not the cubic fit from ``6 d``: in the 19 zoo cells
 #: of that band (d = 40 at 256 evaluations, runs A-G) the cubic fit was our best
 #: in 3, permutations in 11; permutations had 0.37-1.61x its error, median 0.77,
-#: where both are known (18 cells); on a fresh seed's four models 0.36-1.37x
+#: where both are known (18 cells); on a fresh seed's five models 0.36-1.37x
 #: (``benchmarks/ZOO.md``, "Permutations up to the process").
 AUTO_PERMUTATIONS_BELOW_MIDDLE = 8
 
