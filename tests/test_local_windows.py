@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import statistics
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import captum_graphshap.attr.paired_kernel_shap as paired_kernel_shap
 from captum_graphshap import PairedKernelShap
@@ -165,3 +169,71 @@ def test_the_default_reads_a_rasters_neighbours_off_its_mask(
     monkeypatch.setattr(paired_kernel_shap, "feature_windows", lambda features: None)
     ids = mean_error()
     assert geometric < 0.8 * ids, (geometric, ids)
+
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("GRAPHSHAP_FUZZ_EXAMPLES", "0")) or 25,
+    deadline=None,
+    derandomize="GRAPHSHAP_FUZZ_EXAMPLES" not in os.environ,
+)
+
+
+@st.composite
+def label_maps(draw: st.DrawFn) -> torch.Tensor:
+    """A mask of 1-3 spatial axes with 10-24 ids, each used: scattered at random, or
+    regions (the nearest of ``d`` random centres, where each is someone's nearest)."""
+    rank = draw(st.integers(1, 3))
+    low, high = {1: (10, 40), 2: (4, 8), 3: (3, 4)}[rank]
+    sides = [draw(st.integers(low, high)) for _ in range(rank)]
+    size = math.prod(sides)
+    d = draw(st.integers(10, min(24, size)))
+    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    ids = torch.randperm(size, generator=generator) % d
+    if draw(st.booleans()):
+        points = torch.stack(torch.meshgrid(*(torch.arange(s) for s in sides), indexing="ij"), -1)
+        centres = torch.rand(d, rank, generator=generator) * torch.tensor(sides)
+        nearest = (points.reshape(-1, 1, rank) - centres).norm(dim=-1).argmin(dim=1)
+        if len(nearest.unique()) == d:
+            ids = nearest
+    return ids.view(1, *sides)
+
+
+@FUZZ
+@given(mask=label_maps())
+def test_fuzzed_masks_give_valid_windows(mask: torch.Tensor) -> None:
+    """Any mask: one window per feature, holding it, sorted, at most ``MAX_WINDOW``
+    features, each reachable from it through touching features."""
+    d = int(mask.max()) + 1
+    windows = mask_windows([mask], d)
+    assert len(windows) == d
+    for centre, window in enumerate(windows):
+        assert centre in window and list(window) == sorted(set(window))
+        assert len(window) <= MAX_WINDOW
+    assert walsh_local.local_sets(windows, torch.device("cpu"))[0].shape[1] == d
+
+
+@FUZZ
+@given(mask=label_maps(), budget=st.integers(0, 80), seed=st.integers(0, 2**16))
+def test_fuzzed_masks_keep_a_linear_games_exact_values(
+    mask: torch.Tensor, budget: int, seed: int
+) -> None:
+    """The default with any mask's windows: a linear model's values are exact (the
+    process fits the linear parities exactly, whatever its prior), at any budget from
+    ``2 d + 2``."""
+    d = int(mask.max()) + 1
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.randn(mask.shape[1:], generator=generator, dtype=torch.float64)
+    x = torch.randn(1, *mask.shape[1:], generator=generator, dtype=torch.float64)
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        return (inputs * weights).flatten(1).sum(1, keepdim=True)
+
+    phi = PairedKernelShap(linear).attribute(
+        x, target=0, feature_mask=mask, budget=2 * d + 2 + 2 * budget,
+        generator=torch.Generator().manual_seed(seed),
+    )  # fmt: skip
+    exact = torch.zeros(d, dtype=torch.float64).index_add_(
+        0, mask.flatten(), (x[0] * weights).flatten()
+    )
+    got = torch.zeros(d, dtype=torch.float64).index_put_((mask.flatten(),), phi[0].flatten())
+    torch.testing.assert_close(got, exact, rtol=1e-6, atol=1e-8)
