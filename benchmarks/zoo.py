@@ -110,15 +110,18 @@ class Spec:
         return f"{self.family} {self.activation}{norm} d={self.d} {state} #{self.seed % 1000}"
 
 
-def draw_specs(master: int, counts: dict[str, int]) -> list[Spec]:
-    """The zoo of a master seed: per family its count of models with drawn settings."""
+def draw_specs(
+    master: int, counts: dict[str, int], dimensions: tuple[int, ...] = DIMENSIONS
+) -> list[Spec]:
+    """The zoo of a master seed: per family its count of models with drawn settings
+    (``d`` drawn from ``dimensions``; the 2-d CNNs keep their 16, 32 or 64 patches)."""
     rng = np.random.default_rng(master)
     specs = []
     for family, count in counts.items():
         acts = list(ACTIVATIONS)
         for index in range(count):
             act = acts[index % 4] if family in ("mlp", "residual") else str(rng.choice(acts))
-            dims = (16, 32, 64) if family == "cnn2d" else DIMENSIONS
+            dims = (16, 32, 64) if family == "cnn2d" else dimensions
             specs.append(
                 Spec(
                     family=family,
@@ -413,6 +416,8 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
     # the rule before the windows from the mask's geometry (plans/local_windows.py):
     # consecutive ids
     "before: windows of ids": {(auto_rule, "feature_windows"): lambda features: None},
+    # the rule before the process up to 96 features: up to 64
+    "before: the process up to 64 features": {(walsh_gp, "WIDE_MAX_FEATURES"): 64},
     # the rule before permutations up to the process from 33 to 47 features: the cubic
     # fit from 6 d
     "before: cubic from 6 d": {(auto_rule, "AUTO_PERMUTATIONS_BELOW_MIDDLE"): 6},
@@ -701,7 +706,13 @@ def main() -> None:
         default=["4d", "256", "1024"],
         help="comma-separated budgets: a number of evaluations, or k d ('4d', '6d')",
     )
-    parser.add_argument("--max-d", type=int, default=64, help="only models with d at most this")
+    parser.add_argument("--max-d", type=int, default=96, help="only models with d at most this")
+    parser.add_argument(
+        "--dimensions",
+        type=lambda text: tuple(int(t) for t in text.split(",") if t),
+        default=DIMENSIONS,
+        help="comma-separated d to draw from (not the 2-d CNNs'), e.g. 72,80,96",
+    )
     parser.add_argument("--min-d", type=int, default=0, help="only models with d at least this")
     parser.add_argument("--reference-budget", type=int, default=200_000)
     parser.add_argument("--families", default=",".join(FAMILIES))
@@ -726,7 +737,7 @@ def main() -> None:
     families = args.families.split(",")
     specs = [
         s
-        for s in draw_specs(master, counts)
+        for s in draw_specs(master, counts, args.dimensions)
         if s.family in families and args.min_d <= s.d <= args.max_d
     ]
     command = shlex.join(["python", "benchmarks/zoo.py", *sys.argv[1:]])

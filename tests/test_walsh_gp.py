@@ -80,9 +80,9 @@ def test_exact_on_games_of_order_two(d: int, budget: int) -> None:
     torch.testing.assert_close(phi[0], exact, rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("d", [40, 64])
+@pytest.mark.parametrize("d", [40, 64, 96])
 def test_the_default_is_exact_on_wide_games_of_order_two_from_8_d_evaluations(d: int) -> None:
-    """From 33 to 64 features ``"auto"`` fits the process from ``8 d + 2`` evaluations,
+    """From 33 to 96 features ``"auto"`` fits the process from ``8 d + 2`` evaluations,
     exact on a game of order two: ``phi_i = w_i + sum_j (a_ij + a_ji) / 2`` (each
     product ``z_i z_j`` split evenly between its two players)."""
     game = PairwiseGame(d, seed=d)
@@ -667,15 +667,18 @@ def test_auto_picks_walsh_gp_from_the_fewest_pairs_on() -> None:
     assert auto_plan(24, 2 * most, g, cpu)[1] == "walsh_gp"
     assert auto_plan(24, 2 * most + 2, g, cpu)[1] == "cubic"
     assert auto_plan(16, 20, g, cpu)[1] != "walsh_gp"  # fewer pairs than features
-    # from 33 to 64 features from 4 d pairs (8 d + 2 evaluations) on, up to the same cap
-    assert walsh_gp.MAX_FEATURES == 32 and walsh_gp.WIDE_MAX_FEATURES == 64
+    # from 33 to 96 features from 4 d pairs (8 d + 2 evaluations) on, up to the same cap
+    assert walsh_gp.MAX_FEATURES == 32 and walsh_gp.WIDE_MAX_FEATURES == 96
     assert auto_plan(64, 8 * 64 - 2, g, cpu)[1] == "permutation"  # 4 d - 1 pairs
     assert auto_plan(64, 8 * 64, g, cpu)[1] == "walsh_gp"
     assert auto_plan(40, 8 * 40, g, cpu)[1] == "walsh_gp"
     assert auto_plan(40, 1024, g, cpu)[1] == "walsh_gp"
     assert auto_plan(40, 2 * most, g, cpu)[1] == "walsh_gp"
     assert auto_plan(40, 2 * most + 2, g, cpu)[1] == "cubic"
-    assert auto_plan(65, 1024, g, cpu)[1] == "cubic"  # beyond WIDE_MAX_FEATURES
+    assert auto_plan(96, 8 * 96, g, cpu)[1] == "walsh_gp"
+    assert auto_plan(96, 8 * 96 - 2, g, cpu)[1] == "permutation"
+    assert auto_plan(97, 1024, g, cpu)[1] == "permutation"  # beyond WIDE_MAX_FEATURES
+    assert auto_plan(97, 2048, g, cpu)[1] == "cubic"
     # BayesShap's posterior keeps the process up to MAX_FEATURES only
     assert not walsh_gp.auto_walsh_gp(40, 1000)
     assert walsh_gp.auto_walsh_gp(40, 1000, wide=True)
@@ -692,9 +695,9 @@ def test_auto_samples_permutations_up_to_12_d_from_48_features_on() -> None:
     assert auto_plan(47, 8 * 47, g, cpu)[1] == "walsh_gp"
     # from 48 on at 12 d: a ViT over 196 patches at 2,048 evaluations samples orderings
     assert auto_plan(196, 2046, g, cpu)[1] == "permutation"
-    assert auto_plan(96, 12 * 96 - 4, g, cpu)[1] == "permutation"
-    assert auto_plan(96, 12 * 96, g, cpu)[1] == "cubic"
-    # up to 64 features the process takes over from 8 d evaluations instead
+    assert auto_plan(128, 12 * 128 - 4, g, cpu)[1] == "permutation"
+    assert auto_plan(128, 12 * 128, g, cpu)[1] == "cubic"
+    # up to 96 features the process takes over from 8 d evaluations instead
     assert auto_plan(49, 8 * 49 - 4, g, cpu)[1] == "permutation"
     assert auto_plan(49, 8 * 49, g, cpu)[1] == "walsh_gp"
 

@@ -56,10 +56,10 @@ class PairedKernelShapOptions(Options):
             most 512 pairs and adjusted over the others, so more
             budget never hands over to a worse estimator (see
             :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`), and
-            from 33 to 64 features from ``4 d`` pairs (``8 d + 2``
+            from 33 to 96 features from ``4 d`` pairs (``8 d + 2``
             evaluations) on; otherwise above 32 features antithetic
-            permutations below ``6 d`` evaluations (``12 d`` from 48
-            features on) and ``"cubic"`` from there,
+            permutations up to there (below ``12 d`` evaluations beyond
+            96 features) and ``"cubic"`` from there,
             with a fixed share of its triples instead of a cross-validated
             count (as accurate on the models measured, at a tenth of the
             time or less). ``"walsh_gp"``: the stratified
