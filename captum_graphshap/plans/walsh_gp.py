@@ -118,7 +118,7 @@ MAX_FEATURES = 32
 #: to 64 features"). From 65 to 96 features (10 zoo models with 72-96 features,
 #: a fresh seed, at 1,024 and 2,048 evaluations) it had 0.28-1.11x the error of
 #: the rule before, median 0.68, below 1 in 19 of 20 cells; 67
-#: superpixels at 2,048: 0.60x ("The process up to 96 features"). Its cost on a
+#: superpixels at 2,048: 0.56-0.60x ("The process up to 96 features"). Its cost on a
 #: cheap game there: 0.11-0.13 s per example at 1,024-2,048 evaluations.
 WIDE_MAX_FEATURES = 96
 WIDE_PAIRS_PER_FEATURE = 4
