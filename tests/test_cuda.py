@@ -139,7 +139,7 @@ def test_the_defaults_at_every_budget_give_the_cpu_result_on_the_gpu(cls, d, bud
 
 def test_the_windows_of_a_patch_mask_give_the_cpu_result_on_the_gpu():
     """The default on an image of 5 x 5 patches: the local parities' windows are read
-    off the mask on the device (one host read), and the estimate is the CPU's (written
+    off the mask (one copy of it to the host), and the estimate is the CPU's (written
     without a device to run it; held to the BayesShap case's agreement)."""
     torch.manual_seed(0)
     model = nn.Sequential(

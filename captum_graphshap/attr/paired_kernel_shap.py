@@ -252,8 +252,7 @@ def chosen_plan(
         return regression_mc_plan(d, (count + 1) // 2, generator, device)
     if estimator == "walsh_gp":
         check_walsh_gp_pairs(d, count // 2, options.budget is not None)
-        windows = None if features is None else feature_windows(features)
-        return walsh_gp_plan(d, count // 2, generator, device, windows=windows)
+        return walsh_gp_plan(d, count // 2, generator, device, windows=feature_windows(features))
     triples = 0 if estimator == "stratified" else None
     return cubic_kernel_plan(d, (count + 1) // 2, generator, device, triples=triples)
 
@@ -289,7 +288,7 @@ def auto_plan(
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
     if auto_walsh_gp(d, count // 2, wide=True):
         fit = auto_fit_pairs(d)
-        windows = None if features is None else feature_windows(features)
+        windows = feature_windows(features)
         plan = walsh_gp_plan(d, count // 2, generator, device, fit_pairs=fit, windows=windows)
         return plan, "walsh_gp"
     # an ordering adds at most d - 1 rows besides the shared empty and full coalitions

@@ -7,6 +7,7 @@ node ids, here; the graph then keeps :func:`canonical_edges` of it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
@@ -131,15 +132,27 @@ def pair_edges(num_nodes: int, edges: Iterable[tuple[int, int]] | Tensor) -> tup
     return n, array
 
 
-def region_edges(ids: npt.NDArray[np.int64]) -> EdgeArray:
-    """``(E, 2)`` id pairs that touch along any axis of ``ids`` (may repeat)."""
+def region_edges(ids: npt.NDArray[np.int64], *, diagonals: bool = False) -> EdgeArray:
+    """``(E, 2)`` id pairs that touch along any axis of ``ids`` (may repeat: one row per
+    touching pair of elements); with ``diagonals`` across the diagonals too."""
     pairs = []
-    for axis in range(ids.ndim):
-        first = np.delete(ids, -1, axis=axis).ravel()
-        second = np.delete(ids, 0, axis=axis).ravel()
+    for offset in _touching_offsets(ids.ndim, diagonals):
+        here = tuple(slice(max(0, -s), n - max(0, s)) for n, s in zip(ids.shape, offset))
+        there = tuple(slice(max(0, s), n - max(0, -s)) for n, s in zip(ids.shape, offset))
+        first, second = ids[here], ids[there]
         differ = first != second
         pairs.append(np.stack([first[differ], second[differ]], axis=1))
     return np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+
+
+def _touching_offsets(rank: int, diagonals: bool) -> list[tuple[int, ...]]:
+    """The unit step along each axis; with ``diagonals`` every offset in
+    ``{-1, 0, 1}^rank`` whose first nonzero entry is positive (each touching pair of
+    elements once)."""
+    if not diagonals:
+        return [tuple(int(a == b) for b in range(rank)) for a in range(rank)]
+    every = itertools.product((-1, 0, 1), repeat=rank)
+    return [o for o in every if any(o) and next(x for x in o if x) > 0]
 
 
 def feature_mask_edges(mask: Tensor | np.ndarray) -> tuple[int, EdgeArray]:

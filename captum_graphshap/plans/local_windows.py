@@ -26,26 +26,26 @@ elements): the local parities of order five grow as its fifth power.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from statistics import median
 
-import torch
+import numpy as np
 from torch import Tensor
 
 from ..engine.features import FeatureMasks
-from .walsh_local import LOCAL_WIDTH, Windows, line_windows, local_enabled
+from ..graphs.edges import region_edges
+from .walsh_local import LOCAL_MIN_FEATURES, LOCAL_WIDTH, Windows
 
 #: The most features a window keeps: ``C(9, 3) + C(9, 5) = 210`` local parities
 #: each, a 3 x 3 block of patches.
 MAX_WINDOW = 9
 
 
-def feature_windows(features: FeatureMasks) -> Windows | None:
+def feature_windows(features: FeatureMasks | None) -> Windows | None:
     """The windows of a call's features (:func:`mask_windows`); None (the ids' order)
-    where the masks differ per example or there are too few features for local
-    parities."""
-    if features.per_example or not local_enabled(line_windows(features.num_features)):
+    without masks, where they differ per example, or below
+    :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features."""
+    if features is None or features.per_example or features.num_features < LOCAL_MIN_FEATURES:
         return None
     return mask_windows(features.masks, features.num_features)
 
@@ -54,36 +54,17 @@ def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
     """The windows of ``num_features`` features from masks ``(1, *S)`` shared by the
     batch (ids ``0..num_features - 1``; features in different masks never touch).
 
-    One host read: the ``d x d`` counts of touching elements.
+    The touching elements are counted on the host (one copy of each mask), as the
+    graph methods' regions are (:func:`~captum_graphshap.graphs.edges.region_edges`).
     """
     d = num_features
-    contacts = torch.zeros(d * d, dtype=torch.int64, device=masks[0].device)
+    contacts = np.zeros(d * d, dtype=np.int64)
     for mask in masks:
-        ids = mask[0].long()
-        for offset in _half_offsets(ids.dim()):
-            first, second = _shifted(ids, offset)
-            differ = first != second
-            low = torch.minimum(first, second)[differ]
-            high = torch.maximum(first, second)[differ]
-            contacts += torch.bincount(low * d + high, minlength=d * d)
-    table = contacts.view(d, d).cpu()
+        pairs = region_edges(mask[0].long().cpu().numpy(), diagonals=True)
+        low, high = pairs.min(axis=1), pairs.max(axis=1)
+        contacts += np.bincount(low * d + high, minlength=d * d)
+    table = contacts.reshape(d, d)
     return _windows(tuple(map(tuple, (table + table.T).tolist())))
-
-
-def _half_offsets(rank: int) -> list[tuple[int, ...]]:
-    """The offsets in ``{-1, 0, 1}^rank`` whose first nonzero entry is positive (each
-    touching pair of elements once)."""
-    every = itertools.product((-1, 0, 1), repeat=rank)
-    return [o for o in every if any(o) and next(x for x in o if x) > 0]
-
-
-def _shifted(ids: Tensor, offset: tuple[int, ...]) -> tuple[Tensor, Tensor]:
-    """``ids`` at each element and at the element ``offset`` away, where both exist."""
-    first, second = [], []
-    for size, step in zip(ids.shape, offset):
-        first.append(slice(max(0, -step), size - max(0, step)))
-        second.append(slice(max(0, step), size - max(0, -step)))
-    return ids[tuple(first)], ids[tuple(second)]
 
 
 @functools.lru_cache(maxsize=64)

@@ -339,8 +339,8 @@ def walsh_gp_posterior(
     if triples is not None:
         size = 2 * 2**d if 2**d <= rows * rows else rows * triples.shape[1]
         per_example += len(RELEVANCE_POWERS) * size
-    local: Windows | None = line_windows(d) if windows is None else windows
-    local = local if local is not None and local_enabled(local) else None
+    given = line_windows(d) if windows is None else windows
+    local = given if local_enabled(given) else None
     if local is not None:  # the local shapes' covariances and their parities' products
         local_priors = len(RELEVANCE_POWERS) * len(LOCAL_DECAYS) * len(LOCAL_WEIGHTS)
         per_example += local_priors * rows * (rows + len(local_sets(local, signs.device)[0]))
