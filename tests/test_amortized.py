@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -555,3 +557,28 @@ def test_fastshap_refusals_come_before_any_model_call():
     with pytest.raises(ValueError, match="label_estimator"):
         ShapleyLabels(model).attribute(x, target=0, budget=16, label_estimator="fastshap")
     assert model.rows == 0
+
+
+def test_a_long_labelling_is_forecast_once_for_the_whole_fit(monkeypatch):
+    """One CostForecast for the labels of every training example (timed on the first
+    chunk), not the engine's per chunk (which counted each chunk's rows as
+    'coalitions x 1 example(s)'); none with show_progress=True, which shows bars."""
+    from captum_graphshap.amortized import fitting
+    from captum_graphshap.engine import batching
+
+    monkeypatch.setattr(batching, "AUTO_PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(batching, "FORECAST_ROWS", 100)
+    monkeypatch.setattr(fitting, "LABEL_CHUNK", 50)
+    model = small_mlp()
+    x = data(220)
+    with pytest.warns(batching.CostForecast) as record:
+        fitted(model, x, epochs=1)
+    texts = [str(w.message) for w in record if w.category is batching.CostForecast]
+    # the training split (198 examples, four chunks); the held-out 22 are one chunk,
+    # labelled by the time a forecast could be made
+    assert len(texts) == 1, texts
+    assert texts[0].startswith("AmortizedShapley.fit: labels for 198 examples at budget=12")
+    assert "2,376 model rows" in texts[0] and "timed on the first 50" in texts[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", batching.CostForecast)
+        fitted(model, x, epochs=1, show_progress=True)

@@ -12,6 +12,7 @@ import torch
 
 import captum_graphshap as cg
 from captum_graphshap.engine import batching, call_sizes
+from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.engine.plan import MemberCoalitions
 from captum_graphshap.graphs import GridGraph, LineGraph
 from captum_graphshap.plans import stencils
@@ -219,6 +220,21 @@ def test_forecast_is_a_warning_without_a_bar(monkeypatch, capsys):
     text = str(record[0].message)
     assert "1,024 coalitions" in text and "100 rows per call" in text and "rows/s" in text
     assert capsys.readouterr().err == ""
+
+
+def test_forecast_of_rows_names_their_examples(monkeypatch):
+    """Rows that each belong to one example (per-example plans) are counted as rows of
+    the batch's examples, not as 'coalitions x 1 example(s)'."""
+    long_forecast(monkeypatch)
+    model = Recorder(10)
+    x = torch.rand(4, 10)
+    game, _ = prepare_game(model, (x,), None, 0, None, None, 25)  # 100 rows a call
+    rows = torch.rand(400, 10) > 0.5
+    with pytest.warns(batching.CostForecast) as record:
+        game.evaluate_rows(torch.arange(400) % 4, rows, desc="rows test")
+    text = str(record[0].message)
+    assert text.startswith("rows test: ") and "model rows of 4 example(s)" in text
+    assert "coalitions x" not in text
 
 
 @pytest.mark.parametrize("show_progress", [None, True])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from .._compat import format_target
+from .._warnings import warn_caller
+from ..engine import batching
 from ..engine.coalition_game import prepare_game
 from .conformal import conformal_quantile, example_scale, example_scores, residual_scores
 from .data import as_tensors, check_same_batch, rows
@@ -247,17 +251,40 @@ def label_split(
         from tqdm.auto import tqdm
 
         starts = tqdm(starts, desc="AmortizedShapley labels", unit="chunk")
+    clock = time.perf_counter()
     for start in starts:
         chunk = rows(tensors, slice(start, start + LABEL_CHUNK))
         per_example = plan.target_mode == "per_example"
         chunk_target = target[start : start + LABEL_CHUNK] if per_example else target
         game, _ = prepare_game(model, chunk, plan.baselines, chunk_target, None, plan.feature_mask)
-        labels, metric = labels_and_metric(game, estimator, budget, generator)
+        with warnings.catch_warnings():
+            # one forecast for the whole labelling (below), not one per chunk
+            warnings.simplefilter("ignore", batching.CostForecast)
+            labels, metric = labels_and_metric(game, estimator, budget, generator)
+        if start == 0 and not show_progress:
+            forecast_labelling(time.perf_counter() - clock, game.batch_size, count, budget)
         parts.append(labels)
         if metric is not None:
             metrics.append(metric)
         evaluations += int(game.evaluations.sum())
     return torch.cat(parts), KernelMetric.concatenate(metrics) if metrics else None, evaluations
+
+
+def forecast_labelling(seconds: float, done: int, count: int, budget: int) -> None:
+    """A :class:`~captum_graphshap.engine.batching.CostForecast` for the labelling of
+    ``count`` examples, timed on its first ``done``, where the rest is long work."""
+    left = seconds / max(done, 1) * (count - done)
+    if done >= count or left < batching.AUTO_PROGRESS_SECONDS:
+        return
+    if count * budget < batching.FORECAST_ROWS:
+        return
+    warn_caller(
+        f"AmortizedShapley.fit: labels for {count:,} examples at budget={budget} = "
+        f"{count * budget:,} model rows, about {batching.format_seconds(left)} more (timed "
+        f"on the first {done:,}). Pass show_progress=True to follow it, or a smaller budget "
+        "or fewer examples to shorten it.",
+        batching.CostForecast,
+    )
 
 
 def training_data(

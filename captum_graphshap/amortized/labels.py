@@ -130,12 +130,13 @@ def every_output_values(game: CoalitionGame, example_index: Tensor, rows: Tensor
     explained at once: the game is switched to its multi-output mode on the
     first call (no model row is evaluated twice: the probe is replayed).
     """
+    desc = "Shapley labels"  # the engine's progress bar and forecast name it
     try:
-        return game.evaluate_rows(example_index, rows, every_output=True)
+        return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
     except MultipleOutputs as multiple:
         game.outputs = int(torch.Size(multiple.shape).numel())
         game.tape_position = 0
-        return game.evaluate_rows(example_index, rows, every_output=True)
+        return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
 
 
 def sampled_labels(

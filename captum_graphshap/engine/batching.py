@@ -178,8 +178,12 @@ class Pacer:
         show_progress: bool | None,
         desc: str,
         sizing: SizingKey | None = None,
+        examples: int | None = None,
     ) -> None:
         self.units = units
+        #: rows that each belong to one example (``evaluate_rows``): how many
+        #: examples they cover; None: every coalition is evaluated for all ``width``
+        self.examples = examples
         self.width = width
         self.coalitions = coalitions
         self.device = device
@@ -323,9 +327,7 @@ class Pacer:
             self.bar.set_postfix_str(self._postfix(), refresh=False)
         elif long_work:
             text = (
-                f"{self.coalitions:,} coalitions x {self.width} example(s)"
-                + ("" if self.units == self.coalitions else f" x {self.units // self.coalitions}")
-                + f" = {rows:,} model rows, {_rows(self.step * self.width)} per call"
+                f"{self._work(rows)}, {_rows(self.step * self.width)} per call"
                 + (" (growing while faster)" if not self.settled else "")
                 + f", about {self.estimate} at "
                 f"{self.width / max(seconds_per_unit, 1e-12):,.0f} rows/s (first calls)"
@@ -336,6 +338,17 @@ class Pacer:
                 "features (feature_mask) or a smaller k to shorten it.",
                 CostForecast,
             )
+
+    def _work(self, rows: int) -> str:
+        """The run's size in words: coalitions times examples (times references), or
+        rows of their own examples."""
+        if self.examples is not None:
+            return f"{rows:,} model rows of {self.examples:,} example(s)"
+        references = "" if self.units == self.coalitions else f" x {self.units // self.coalitions}"
+        return (
+            f"{self.coalitions:,} coalitions x {self.width} example(s){references} = "
+            f"{rows:,} model rows"
+        )
 
     def _postfix(self) -> str:
         if self.units * self.width < FORECAST_ROWS or not self.estimate:

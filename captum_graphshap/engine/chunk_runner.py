@@ -123,6 +123,7 @@ class ChunkRun:
             show_progress=show_progress,
             desc=desc,
             sizing=sizing_key(game.forward_func, game.device, game.inputs),
+            examples=None if self.shared else game.batch_size,
         )
         if game.units_after_oom is not None:
             pacer.limit(game.units_after_oom)
