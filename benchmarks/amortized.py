@@ -110,7 +110,7 @@ def spread(estimate: Tensor, exact: Tensor) -> str:
     mean of :func:`error` weighs examples with tiny values (a nearly blank image) most."""
     per_example = (estimate - exact).norm(dim=1) / exact.norm(dim=1).clamp_min(1e-12)
     pooled = (estimate - exact).norm(dim=1).sum() / exact.norm(dim=1).sum()
-    return f"{float(per_example.median()):>8.4f} {float(pooled):>8.4f}"
+    return f"{float(per_example.median()):>8.4g} {float(pooled):>8.4g}"
 
 
 def error(estimate: Tensor, exact: Tensor) -> float:
@@ -183,7 +183,7 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
         f"{'median':>8} {'pooled':>8}"
     )
     for (label, cost, err), more in zip(rows, spreads):
-        print(f"{label:<34} {cost:>18,} {err:>11.4f} {more}")
+        print(f"{label:<34} {cost:>18,} {err:>11.4g} {more}")
     print(f"held-out RMSE against fresh labels {report.label_rmse:.3g}; fit {fit_time:.1f} s")
     print(
         f"efficiency: max |sum phi - (f(x) - f(b))| = {float((phi.sum(1) - gap).abs().max()):.2e}"

@@ -135,7 +135,7 @@ class AmortizedShapley(PerturbationAttribution):
                 or several, each learnt).
             budget: model evaluations per training (and held-out) example,
                 in total over the fit (at least ``2 d``).
-            epochs: passes over the training examples; None: about 6,000
+            epochs: passes over the training examples; None: about 12,000
                 optimiser steps.
             validation: held-out inputs (same forms as ``train``); None: a
                 tenth of ``train`` (at most 1,000 examples, at least 20) is
