@@ -17,7 +17,7 @@ from ..engine.coalition_game import CoalitionGame, prepare_game
 from ..plans.limits import check_choice
 from ..uncertainty.intervals import check_confidence
 from . import fitting
-from .conformal import example_scale, example_scores, spot_threshold
+from .conformal import example_scores, half_widths, spot_threshold
 from .labels import (
     LABEL_ESTIMATORS,
     check_label_budget,
@@ -344,7 +344,7 @@ class AmortizedShapley(PerturbationAttribution):
     ) -> Any:
         """The result: attributions, and the spot checks and intervals asked for
         (``intervals``: the features off their baseline; at the others, whose value is
-        exactly 0, the intervals have zero width)."""
+        exactly 0, the intervals only admit rounding, :data:`~.conformal.DUMMY_HALF_WIDTH`)."""
 
         def pack(values: Tensor) -> Any:
             if values.shape[2] == 1:
@@ -356,7 +356,7 @@ class AmortizedShapley(PerturbationAttribution):
 
         fields: dict[str, Any] = {}
         if intervals is not None:
-            half = settings.quantile * example_scale(phi) * intervals.unsqueeze(-1).to(phi.dtype)
+            half = half_widths(phi, intervals, settings.quantile)
             fields["lower"], fields["upper"] = pack(phi - half), pack(phi + half)
         if spot is not None and spot_budget is not None:
             threshold = spot_threshold_of(settings, spot_budget)
