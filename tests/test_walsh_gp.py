@@ -546,6 +546,44 @@ def _single_prior_means(
     return means
 
 
+def _subset_likelihoods(
+    d: int, pairs: int, seed: int, rows: torch.Tensor, values: torch.Tensor, subset: list[int]
+) -> dict[tuple[float, float], float]:
+    """Each prior of the grid alone: its restricted likelihood on the observed rows
+    ``subset`` (the full coalition is row ``pairs``) of :func:`planned_values`."""
+    sampled = rows[2 : 2 + pairs]
+    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
+    weights = walsh_gp.walsh_gp_design(
+        d, pairs, torch.Generator().manual_seed(seed), torch.device("cpu")
+    ).weights
+    linear = walsh_gp.kernel_shapley(
+        torch.cat([sampled, ~sampled]), torch.cat([inside, outside], 1), values[:, 0],
+        values[:, 1], torch.cat([weights, weights]),
+    )  # fmt: skip
+    scale, _ = walsh_gp._relevance_scale(sampled, weights, linear, inside, outside)
+    likelihood = {}
+    for power in walsh_gp.RELEVANCE_POWERS:
+        for decay in walsh_gp.ORDER_DECAYS:
+            relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** power
+            relevance = (relevance / relevance.mean())[:, None]
+            grid = walsh_kernel.order_variances(d, decay)[None, None]
+            none = torch.zeros(1, 1, dtype=torch.bool)
+            priors = walsh_gp._Priors(
+                relevance, grid, relevance.new_zeros(1, 0), none, relevance.new_zeros(1, 1)
+            )
+            fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d), None)
+            likelihood[power, decay] = float(fit.likelihood[0])
+    return likelihood
+
+
+def _spaced(rows: list[int], count: int) -> list[int]:
+    """``count`` of ``rows``: evenly spaced over all but the last, and the last."""
+    spaced = torch.linspace(0, len(rows) - 2, count - 1).round().long().tolist()
+    return [rows[i] for i in [*spaced, len(rows) - 1]]
+
+
 def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -558,32 +596,9 @@ def test_prior_chosen_on_evenly_spaced_rows_then_fitted_on_all(
     got = plan.estimator(values)
     matches = [prior for prior, mean in whole.items() if torch.allclose(got, mean, rtol=1e-10)]
     assert len(matches) == 1, (got, whole)
-    # the subset's likelihood of each prior alone
-    sampled = rows[2 : 2 + pairs]
-    inside, outside = values[:, 2 : 2 + pairs], values[:, 2 + pairs :]
-    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
-    odd = torch.cat([(inside - outside) / 2, ((values[:, 1] - values[:, 0]) / 2)[:, None]], 1)
     subset = [*torch.linspace(0, pairs - 1, 11).round().long().tolist(), pairs]
-    assert len(set(subset)) == 12
-    weights = walsh_gp.walsh_gp_design(
-        d, pairs, torch.Generator().manual_seed(3), torch.device("cpu")
-    ).weights
-    linear = walsh_gp.kernel_shapley(
-        torch.cat([sampled, ~sampled]), torch.cat([inside, outside], 1), values[:, 0],
-        values[:, 1], torch.cat([weights, weights]),
-    )  # fmt: skip
-    scale, _ = walsh_gp._relevance_scale(sampled, weights, linear, inside, outside)
-    likelihood = {}
-    for power, decay in whole:
-        relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** power
-        relevance = (relevance / relevance.mean())[:, None]
-        grid = walsh_kernel.order_variances(d, decay)[None, None]
-        none = torch.zeros(1, 1, dtype=torch.bool)
-        priors = walsh_gp._Priors(
-            relevance, grid, relevance.new_zeros(1, 0), none, relevance.new_zeros(1, 1)
-        )
-        fit = walsh_gp._best_prior(signs[subset], odd[:, subset], priors, min(7, d), None)
-        likelihood[power, decay] = float(fit.likelihood[0])
+    assert len(set(subset)) == 12 and subset == _spaced(list(range(pairs + 1)), 12)
+    likelihood = _subset_likelihoods(d, pairs, 3, rows, values, subset)
     assert matches[0] == max(likelihood, key=likelihood.__getitem__), likelihood
 
 

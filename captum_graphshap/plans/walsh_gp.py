@@ -64,8 +64,8 @@ from .walsh_local import (
     LOCAL_DECAYS,
     LOCAL_WEIGHTS,
     Windows,
+    add_local_covariances,
     line_windows,
-    local_covariances,
     local_enabled,
     local_mass,
     local_parities,
@@ -629,10 +629,7 @@ def _best_prior(
     rows = signs.shape[0]
     if rows <= SELECTION_ROWS or priors.relevance.shape[1] * priors.grid.shape[1] == 1:
         return _best_of_grid(signs, odd, priors, top, windows)
-    # evenly spaced over the pairs (drawn size by size, so every size keeps its share)
-    # and the full coalition, the last row
-    spaced = torch.linspace(0, rows - 2, SELECTION_ROWS - 1, device=signs.device).round().long()
-    subset = torch.cat([spaced, spaced.new_full((1,), rows - 1)])
+    subset = _spaced_rows(rows, SELECTION_ROWS, signs.device)
     pre = _best_of_grid(signs[subset], odd[:, subset], priors, top, windows)
     reweighted = (pre.excess != 0).any(dim=1, keepdim=True)
     chosen = _Priors(
@@ -649,16 +646,27 @@ def _best_prior(
     return best
 
 
+def _spaced_rows(rows: int, count: int, device: torch.device) -> Tensor:
+    """``count`` of the ``rows`` observed rows: evenly spaced over the pairs (drawn size
+    by size, so every size keeps its share) and the full coalition, the last row."""
+    spaced = torch.linspace(0, rows - 2, count - 1, device=device).round().long()
+    return torch.cat([spaced, spaced.new_full((1,), rows - 1)])
+
+
 def _best_of_grid(
     signs: Tensor, odd: Tensor, priors: _Priors, top: int, windows: Windows | None
 ) -> _Prior:
     """:func:`_best_prior` with the choice made on every row: every prior factorised."""
     factor, info = _factored_covariances(signs, priors, top, windows)
     fit = kriging(signs, odd, factor, info)
-    pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
     examples = torch.arange(odd.shape[0], device=signs.device)
-    power_pick, shape_pick = pick // priors.grid.shape[1], pick % priors.grid.shape[1]
-    chosen = (examples, power_pick, shape_pick)
+    if factor.shape[1] * factor.shape[2] == 1:  # one prior: views, not copies
+        power_pick = shape_pick = torch.zeros_like(examples)
+        chosen: tuple[Tensor | slice | int, ...] = (slice(None), 0, 0)
+    else:
+        pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+        power_pick, shape_pick = pick // priors.grid.shape[1], pick % priors.grid.shape[1]
+        chosen = (examples, power_pick, shape_pick)
     taken = priors.reweighted[examples, shape_pick, None]
     return _Prior(
         priors.relevance[examples, power_pick],
@@ -707,17 +715,16 @@ def _factored_covariances(
     order_three = torch.where(reweighted, grid[..., 3], 0.0)[:, None, :, None]  # (E, 1, G, 1)
     mass = triple_mass(relevance, excess[:, None]) if bool(reweighted.any()) else None
     if 2**d <= rows * rows:  # the table of patterns is no larger than a covariance
-        added = None if mass is None else order_three * triple_table(mass, d)[:, :, None]
-        covariances = pattern_covariances(signs, relevance, grid, top, added)
+        triples_added = None if mass is None else (order_three, triple_table(mass, d)[:, :, None])
+        covariances = pattern_covariances(signs, relevance, grid, top, triples_added)
     else:
         covariances = built_covariances(signs, relevance, grid, top)
         if mass is not None:
             parities = triple_products(signs)  # (rows, T)
             triples = (parities * mass[..., None, :]) @ parities.T  # (E, W, rows, rows)
-            covariances += order_three[..., None] * triples[:, :, None]
+            covariances.addcmul_(order_three[..., None], triples[:, :, None])
     if windows is not None and bool((local > 0).any()):  # the local parities' covariance
-        added, shapes = local_covariances(signs, relevance, grid, local, windows)
-        covariances[:, :, shapes] += added
+        add_local_covariances(covariances, signs, relevance, grid, local, windows)
     diagonal = covariances.diagonal(dim1=-2, dim2=-1)
     # no parity of order three (d < 3): the generalised fit is ordinary least squares
     level = diagonal.mean(dim=-1)

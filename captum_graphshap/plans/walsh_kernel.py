@@ -119,7 +119,11 @@ def pattern_tables(relevance: Tensor, max_order: int) -> Tensor:
 
 
 def pattern_covariances(
-    signs: Tensor, relevance: Tensor, grid: Tensor, top: int, added: Tensor | None = None
+    signs: Tensor,
+    relevance: Tensor,
+    grid: Tensor,
+    top: int,
+    added: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """Every prior's covariance ``(E, W, G, rows, rows)`` read from a table of patterns.
 
@@ -129,11 +133,15 @@ def pattern_covariances(
     ``e_(k-i)``, so the table over all ``2^d`` patterns is
     ``A H_sigma B'`` (``A``, ``B`` :func:`pattern_tables` of the halves, ``H``
     the Hankel matrix of ``sigma``), and each covariance is one gather from it.
-    ``added`` (broadcast to ``(E, W, G, 2^d)``), another covariance of the
-    patterns, is added to the table before the one gather.
+    ``added``, two factors whose product (broadcast to ``(E, W, G, 2^d)``) is
+    another covariance of the patterns, is added to the table in place before
+    the one gather (no temporary of the table's size: at d = 16 the product and
+    the sum took 10 of a 1,024-evaluation call's 65 ms).
     """
     table = agreement_table(relevance, grid, top)
-    return read_patterns(table if added is None else table + added, signs, signs)
+    if added is not None:
+        table.addcmul_(*added)
+    return read_patterns(table, signs, signs)
 
 
 def agreement_table(relevance: Tensor, grid: Tensor, top: int) -> Tensor:
@@ -177,17 +185,15 @@ def read_patterns(table: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
     """``(E, W, G, A, B)`` the covariances of the +-1 rows ``rows_a`` with ``rows_b``."""
     d = rows_a.shape[1]
     half = d // 2
-    bits = torch.arange(d, device=rows_a.device)
+    # bit j of the first half at d - half + j, of the second at j - half: the xor of two
+    # codes is then the agreement pattern (one pass over the A x B pairs, not four)
+    shifts = torch.arange(d, device=rows_a.device)
+    shifts = torch.where(shifts < half, shifts + d - half, shifts - half)
 
-    def codes(rows: Tensor) -> tuple[Tensor, Tensor]:
-        member = (rows > 0).long()
-        return (member[:, :half] << bits[:half]).sum(1), (member[:, half:] << bits[: d - half]).sum(
-            1
-        )
+    def codes(rows: Tensor) -> Tensor:
+        return ((rows > 0).long() << shifts).sum(1)
 
-    first_a, second_a = codes(rows_a)
-    first_b, second_b = codes(rows_b)
-    patterns = ((first_a[:, None] ^ first_b) << (d - half)) | (second_a[:, None] ^ second_b)
+    patterns = codes(rows_a)[:, None] ^ codes(rows_b)
     flat = table.flatten(0, 2)
     read = torch.gather(flat, 1, patterns.flatten()[None].expand(flat.shape[0], -1))
     return read.view(*table.shape[:3], *patterns.shape)

@@ -117,29 +117,32 @@ def counted_products(relevance: Tensor, windows: Windows) -> Tensor:
     return torch.exp(torch.log(relevance.clamp_min(1e-300)) @ members.T) * multiplicity
 
 
-def local_covariances(
-    signs: Tensor, relevance: Tensor, grid: Tensor, weight: Tensor, windows: Windows
-) -> tuple[Tensor, Tensor]:
-    """``(E, W, G', rows, rows)`` the local parities' covariance under the shapes ``G'`` of
-    the grid that have them (``weight > 0`` for some example), and their indices ``(G',)``.
+def add_local_covariances(
+    covariances: Tensor,
+    signs: Tensor,
+    relevance: Tensor,
+    grid: Tensor,
+    weight: Tensor,
+    windows: Windows,
+) -> None:
+    """Add the local parities' covariance in place to ``covariances`` ``(E, W, G, rows,
+    rows)``, under the shapes of the grid that have them (``weight > 0``).
 
     ``relevance`` ``(E, W, d)``, ``grid`` ``(E, G, top + 1)``, ``weight`` ``(E, G)``. One
-    product per relevance and order, scaled per shape by ``lambda sigma_k``: not one
-    per shape.
+    product per relevance and order, added per shape scaled by ``lambda sigma_k``: not
+    one per shape, and no temporary of the covariances' size (at d = 16 and 256 rows
+    the sum through temporaries took 5 of a call's 50 ms).
     """
     members, _, order = local_sets(windows, signs.device)
     parities = local_parities(signs, members)  # (rows, P)
     products = counted_products(relevance, windows)  # (E, W, P)
-    shapes = (weight > 0).any(dim=0).nonzero()[:, 0]
-    total = None
+    shapes = (weight > 0).any(dim=0).nonzero()[:, 0].tolist()
     for size in LOCAL_ORDERS:
         of_size = order == size
         if not bool(of_size.any()):
             continue
         chosen = parities[:, of_size]
         part = (chosen * products[..., None, of_size]) @ chosen.T  # (E, W, rows, rows)
-        scale = weight[:, shapes] * grid[:, shapes, size]  # (E, G')
-        term = scale[:, None, :, None, None] * part[:, :, None]
-        total = term if total is None else total + term
-    assert total is not None  # every window of three or more holds a triple
-    return total, shapes
+        for shape in shapes:
+            scale = weight[:, shape] * grid[:, shape, size]  # (E,)
+            covariances[:, :, shape].addcmul_(scale[:, None, None, None], part)
