@@ -47,7 +47,11 @@ class PairedKernelShapOptions(Options):
             pairs until that many are distinct and weights each by how often
             it came up; the stratified designs (``"walsh_gp"``, ``"cubic"``)
             draw without replacement; the permutations of ``"auto"`` add
-            orderings while their distinct prefixes fit.
+            orderings while their distinct prefixes fit. Below ``2 d``
+            (and ``2^d``) the values are not determined: a
+            ``RuntimeWarning`` says so (``"kernel"`` and ``"walsh_gp"``
+            refuse); from ``2 d`` on ``"auto"`` is exact on games of order
+            two.
         generator: ``torch.Generator`` for the draws (reproducible).
         estimator: ``"auto"`` (default): by the evaluations per example
             (``budget``, or ``n_samples + 2``): every coalition and exact
@@ -213,6 +217,16 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
                 )
             count = samples_within(options.budget, 2, 1, 2, "PairedKernelShap")
             count -= count % 2
+            if _underdetermined(count + 2, d) and options.estimator != "walsh_gp":  # it refuses
+                warn_caller(
+                    f"PairedKernelShap: budget={options.budget} leaves {count // 2} "
+                    f"complementary pair(s) for d = {d} features, fewer than the d - 1 = {d - 1} "
+                    "that determine the values: the fit is underdetermined and its values can be "
+                    "far from exact (efficiency still holds; on a game of order two they are "
+                    f"exact from budget={2 * d} on). Raise budget to {2 * d}, or group features "
+                    "with feature_mask.",
+                    RuntimeWarning,
+                )
         else:
             count = 2 * d + 2048 if options.n_samples is None else options.n_samples
             count = check_count(count, "n_samples", 1)
@@ -230,6 +244,12 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
             f"lower {'budget' if options.budget is not None else 'n_samples'} or group features",
         )
         return count
+
+
+def _underdetermined(evaluations: int, d: int) -> bool:
+    """Whether ``evaluations`` per example (endpoints included) leave fewer than ``d - 1``
+    complementary pairs and do not cover the ``2^d`` coalitions."""
+    return evaluations < 2 * d and d >= evaluations.bit_length()
 
 
 def chosen_plan(

@@ -629,7 +629,10 @@ def _best_prior(
     rows = signs.shape[0]
     if rows <= SELECTION_ROWS or priors.relevance.shape[1] * priors.grid.shape[1] == 1:
         return _best_of_grid(signs, odd, priors, top, windows)
-    subset = _spaced_rows(rows, SELECTION_ROWS, signs.device)
+    # evenly spaced over the pairs (drawn size by size, so every size keeps its share)
+    # and the full coalition, the last row
+    spaced = torch.linspace(0, rows - 2, SELECTION_ROWS - 1, device=signs.device).round().long()
+    subset = torch.cat([spaced, spaced.new_full((1,), rows - 1)])
     pre = _best_of_grid(signs[subset], odd[:, subset], priors, top, windows)
     reweighted = (pre.excess != 0).any(dim=1, keepdim=True)
     chosen = _Priors(
@@ -644,13 +647,6 @@ def _best_prior(
         for field, retried in zip(best, again):
             field[failed] = retried
     return best
-
-
-def _spaced_rows(rows: int, count: int, device: torch.device) -> Tensor:
-    """``count`` of the ``rows`` observed rows: evenly spaced over the pairs (drawn size
-    by size, so every size keeps its share) and the full coalition, the last row."""
-    spaced = torch.linspace(0, rows - 2, count - 1, device=device).round().long()
-    return torch.cat([spaced, spaced.new_full((1,), rows - 1)])
 
 
 def _best_of_grid(

@@ -1,0 +1,134 @@
+"""Fuzzing the default estimator on games of order two, whose Shapley values are known.
+
+``f(u) = w.u + u'Au`` explained against a baseline ``b`` on features that group
+elements is a game of order two over the features: with ``D`` the differences
+``x - b`` grouped (``D[e, g] = x_e - b_e`` for element ``e`` of feature ``g``),
+``c = D'(w + 2 A b)`` and ``Q = D'AD``, the Shapley values are
+``phi_g = c_g + sum_h Q_gh``. Every plan ``PairedKernelShap()`` picks (exact
+Shapley, the Walsh-basis process, antithetic permutations, the cubic fit) is
+exact on such games once the values are determined, from ``2 d`` evaluations
+on. Hypothesis draws ``d`` up to 100 features of one to three elements, one to
+three examples, budgets from 4 past that and up to 2,048, and asserts:
+
+* from ``2 d`` evaluations on (or ``2^d``): the closed form, to rounding, and no
+  warning;
+* below: a ``RuntimeWarning`` that names ``budget=`` and the fix, and
+  efficiency still;
+* never more model rows than ``budget`` per example.
+
+Bounded in time as ``test_fuzz.py``: derandomised on CI (the same cases every
+run); ``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder locally, with fresh draws.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from captum_graphshap import PairedKernelShap
+
+EXAMPLES = int(os.environ.get("GRAPHSHAP_FUZZ_EXAMPLES", "0"))
+FUZZ = settings(
+    max_examples=EXAMPLES or 25,
+    deadline=None,
+    derandomize=not EXAMPLES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+class Quadratic(nn.Module):
+    """``f(u) = w.u + u'Au`` (float64), counting the rows it is called on."""
+
+    def __init__(self, w: torch.Tensor, a: torch.Tensor) -> None:
+        super().__init__()
+        self.w, self.a, self.rows = w, a, 0
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        self.rows += u.shape[0]
+        return (u @ self.w + ((u @ self.a) * u).sum(-1))[:, None]
+
+
+def order_two_shapley(
+    model: Quadratic, x: torch.Tensor, baseline: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """``(N, d)`` the closed form of the module's notes, one row per example."""
+    d = int(mask.max()) + 1
+    grouping = (mask[:, None] == torch.arange(d)).double()  # (E, d)
+    linear = model.w + 2 * model.a @ baseline
+    out = []
+    for row in x:
+        grouped = (row - baseline)[:, None] * grouping  # D: (E, d)
+        out.append(grouped.T @ linear + (grouped.T @ model.a @ grouped).sum(1))
+    return torch.stack(out)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[int, list[int], int, int, int]:
+    """``(d, elements per feature, examples, budget, seed)``."""
+    d = draw(st.one_of(st.integers(1, 16), st.integers(17, 100)))
+    sizes = draw(st.lists(st.integers(1, 3), min_size=d, max_size=d))
+    examples = draw(st.integers(1, 3))
+    low = st.integers(4, max(4, 2 * d - 1))
+    high = st.integers(max(4, 2 * d), max(4, 2 * d, 2048))
+    budget = draw(st.one_of(low, high, high))
+    return d, sizes, examples, budget, draw(st.integers(0, 2**16))
+
+
+@FUZZ
+@given(case=cases())
+def test_the_default_is_exact_on_games_of_order_two_or_says_it_cannot_be(
+    case: tuple[int, list[int], int, int, int],
+) -> None:
+    d, sizes, examples, budget, seed = case
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.repeat_interleave(torch.arange(d), torch.tensor(sizes))
+    elements = len(mask)
+    order = torch.randperm(elements, generator=g)  # features' elements interleaved
+    mask = mask[order]
+    a = torch.randn(elements, elements, generator=g, dtype=torch.float64) / elements
+    model = Quadratic(torch.randn(elements, generator=g, dtype=torch.float64), (a + a.T) / 2)
+    x = torch.randn(examples, elements, generator=g, dtype=torch.float64)
+    baseline = torch.randn(elements, generator=g, dtype=torch.float64) * 0.3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        phi = PairedKernelShap(model).attribute(
+            x,
+            baselines=baseline[None],
+            target=0,
+            feature_mask=mask[None],
+            budget=budget,
+            generator=torch.Generator().manual_seed(seed),
+        )
+    spent = model.rows
+    assert spent <= examples * budget, (spent, examples, budget)
+    warned = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    per_feature = phi[:, torch.stack([(mask == k).nonzero()[0, 0] for k in range(d)])]
+    want = order_two_shapley(model, x, baseline, mask)
+    scale = float(want.abs().max())
+    determined = budget >= 2 * d or d < budget.bit_length()
+    if determined:
+        assert not warned, [str(w.message) for w in warned]
+        torch.testing.assert_close(per_feature, want, atol=1e-7 * scale, rtol=0)
+    else:
+        assert any(f"budget={budget}" in str(w.message) for w in warned), caught
+        assert any(f"Raise budget to {2 * d}" in str(w.message) for w in warned), caught
+        gap = model(x)[:, 0] - model(baseline[None])[:, 0]
+        torch.testing.assert_close(per_feature.sum(1), gap, atol=1e-9 * scale, rtol=0)
+
+
+@pytest.mark.parametrize("d, budget", [(12, 4), (12, 23), (40, 79)])
+def test_a_budget_below_2_d_is_said_to_leave_the_values_undetermined(d: int, budget: int) -> None:
+    """The warning names the budget, the pairs it leaves, and the fix; 2 d is silent."""
+    model = nn.Linear(d, 1)
+    x = torch.randn(1, d)
+    with pytest.warns(RuntimeWarning, match=rf"budget={budget} leaves \d+ complementary"):
+        PairedKernelShap(model).attribute(x, target=0, budget=budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        PairedKernelShap(model).attribute(x, target=0, budget=2 * d)
