@@ -86,15 +86,48 @@ def test_every_count_and_fold_equals_the_dense_pseudo_inverse(d, pairs):
         torch.testing.assert_close(coefficients[row, : d + k], theirs[0], rtol=1e-9, atol=1e-10)
 
 
-def test_a_rank_deficient_fit_falls_back_to_the_minimum_norm_solution():
-    """Fewer pairs than parameters: the pseudo-inverse's solution, finite."""
+def constrained_least_norm_fit(sampled, weights, odd, total, triples):
+    """The constrained least squares of least norm, any rank: ``c = (total / p) 1 + N z``
+    with ``N`` the null space of ``1'`` (an SVD) and ``z`` the least-norm ``lstsq`` fit
+    of the weighted design (gelsd), not of the Gram."""
+    design = odd_features(sampled, triples, odd.dtype)  # (N, P, p)
+    p = design.shape[-1]
+    null = torch.linalg.svd(torch.ones(1, p, dtype=odd.dtype)).Vh[1:].T  # (p, p - 1)
+    start = (total / p)[:, None, None] * torch.ones(p, 1, dtype=odd.dtype)
+    root = weights.to(odd.dtype).sqrt()[None, :, None]
+    rhs = root * (odd[..., None] - design @ start)
+    z = torch.linalg.lstsq(root * design @ null, rhs, driver="gelsd", rcond=1e-10).solution
+    return (start + null @ z)[..., 0]
+
+
+def test_a_rank_deficient_fit_is_the_constrained_fit_of_least_norm():
+    """Fewer pairs than parameters: the constrained least squares of least norm, finite."""
     sampled, weights, odd, total, strength = game(10, 2, 12, seed=3)
     triples = select_triples(strength, 20)
     grams, targets, _ = fold_grams(sampled, weights, odd, triples, 1)
     mine = PrefixFactor(grams[0]).solve(targets[0], total, 30)
-    theirs = reference_fit(sampled, weights, odd, total, triples)
+    theirs = constrained_least_norm_fit(sampled, weights, odd, total, triples)
     assert bool(torch.isfinite(mine).all())
     torch.testing.assert_close(mine, theirs, rtol=1e-7, atol=1e-8)
+
+
+def test_a_rank_deficient_gram_whose_null_direction_the_constraint_pins_is_fitted_exactly():
+    """d = 8 and 8 stratified pairs: the Gram has rank 7, the constraint pins the rest.
+    An additive game is then fitted exactly (the pseudo-inverse's solution projected on
+    the constraint had 0.29 relative error)."""
+    d = 8
+    sampled, weights = stratified_paired_coalitions(
+        d, 8, torch.Generator().manual_seed(3), torch.device("cpu")
+    )
+    s = 2 * sampled.double() - 1
+    assert torch.linalg.matrix_rank(s) == d - 1  # singular Gram
+    assert torch.linalg.matrix_rank(torch.cat([s, torch.ones(1, d, dtype=s.dtype)])) == d
+    linear = torch.randn(2, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    odd, total = linear @ s.T, linear.sum(1)
+    no_triples = torch.zeros(2, 0, 3, dtype=torch.long)
+    grams, targets, _ = fold_grams(sampled, weights, odd, no_triples, 1)
+    mine = PrefixFactor(grams[0]).solve(targets[0], total, d)
+    torch.testing.assert_close(mine, linear, rtol=1e-10, atol=1e-12)
 
 
 def test_streamed_grams_equal_one_dense_gram(monkeypatch):

@@ -448,9 +448,6 @@ class PrefixFactor:
         least = self.least[..., None, :].expand(*sizes.shape, p)
         smallest = least.gather(-1, (sizes - 1).clamp_min(0)[..., None])[..., 0]
         good = valid & (smallest > PIVOT_FLOOR)
-        if suspects is None and not bool(good.all()):
-            # the minimum-norm solution there, as the pseudo-inverse gives
-            self._pinv(free, pull, ~good, target, sizes)
         denominator = pull.sum(dim=-1)
         gap = (free.sum(dim=-1) - total[..., None]) / denominator
         coefficients = free - gap[..., None] * pull
@@ -459,10 +456,16 @@ class PrefixFactor:
         unseen = ~(denominator.abs() > 1e-12 * pull.abs().sum(dim=-1))
         if suspects is not None:
             suspects.append((~good).any() | unseen.any())
-        elif bool(unseen.any()):
-            totals = total[..., None].expand(unseen.shape)
-            for size in sizes[unseen].unique().tolist():
-                where = unseen & (sizes == size)
+            return torch.where(keep, coefficients, 0)
+        # a rank-deficient Gram: the projection of its pseudo-inverse's solution onto
+        # the constraint is not a least-squares fit where the constraint pins the
+        # Gram's null direction (d = 8, 8 stratified pairs, an additive game: 0.29
+        # relative error); the constrained fit of least norm is (exact there)
+        redo = unseen | ~good
+        if bool(redo.any()):
+            totals = total[..., None].expand(redo.shape)
+            for size in sizes[redo].unique().tolist():
+                where = redo & (sizes == size)
                 block = self._grams(where)[:, :size, :size]
                 coefficients[where] = torch.nn.functional.pad(
                     constrained_min_norm(
@@ -480,18 +483,6 @@ class PrefixFactor:
     @staticmethod
     def _targets(target: Tensor, where: Tensor) -> Tensor:
         return target[..., None, :].expand(*where.shape, target.shape[-1])[where]
-
-    def _pinv(self, free: Tensor, pull: Tensor, bad: Tensor, target: Tensor, sizes: Tensor) -> None:
-        """Overwrite the bad systems' ``free`` and ``pull`` with pseudo-inverse solutions."""
-        p = self.gram.shape[-1]
-        for size in sizes[bad].unique().tolist():
-            where = bad & (sizes == size)
-            block = self._grams(where)[:, :size, :size]
-            chosen = self._targets(target, where)[:, :size]
-            rhs = torch.stack([chosen, torch.ones_like(chosen)], dim=-1)
-            solution = torch.linalg.pinv(block, hermitian=True) @ rhs
-            solution = torch.nn.functional.pad(solution, (0, 0, 0, p - size))
-            free[where], pull[where] = solution[..., 0], solution[..., 1]
 
 
 def constrained_min_norm(gram: Tensor, target: Tensor, total: Tensor) -> Tensor:
