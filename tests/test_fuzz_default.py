@@ -137,3 +137,31 @@ def test_a_budget_below_2_d_is_said_to_leave_the_values_undetermined(d: int, bud
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         PairedKernelShap(model).attribute(x, target=0, budget=2 * d)
+
+
+def test_the_kernel_estimator_warns_exactly_where_its_draws_leave_values_undetermined() -> None:
+    """i.i.d. kernel draws can repeat a few sizes (d = 8, seed 3: 8-10 distinct pairs
+    of rank 7). Where the design is singular a warning says so before any model call;
+    where it is not, an additive game is fitted exactly."""
+    d = 8
+    g = torch.Generator().manual_seed(0)
+    model = Quadratic(torch.randn(d, generator=g, dtype=torch.float64), torch.zeros(d, d).double())
+    x = torch.randn(1, d, generator=g, dtype=torch.float64)
+    want = model.w * x
+    seen = set()
+    for budget in (18, 20, 22, 24, 40):
+        for seed in range(6):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                phi = PairedKernelShap(model).attribute(
+                    x,
+                    target=0,
+                    budget=budget,
+                    estimator="kernel",
+                    generator=torch.Generator().manual_seed(seed),
+                )
+            warned = any("leave the values undetermined" in str(w.message) for w in caught)
+            exact = torch.allclose(phi, want, rtol=0, atol=1e-9 * float(want.abs().max()))
+            assert warned != exact, (budget, seed, warned)
+            seen.add(warned)
+    assert seen == {True, False}
