@@ -71,6 +71,33 @@ def test_95_percent_intervals_cover_exact_shapley(kind, estimator):
     assert 0.85 <= coverage <= 0.995, coverage
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known, found by fuzzing: with nearly every pair observed the "
+    "process's intervals shrink faster than its error (d = 7, budget 126 of 128: 0.56 "
+    "coverage at 0.95 over 24 MLPs; rounding-level half-widths on SiLU models)",
+)
+def test_intervals_cover_exact_shapley_with_nearly_every_pair_observed():
+    """d = 7 at 124 and 126 evaluations (one or two of the 63 pairs unobserved)."""
+    d, covered, total = 7, 0, 0
+    for trial in range(12):
+        activation = [torch.nn.Tanh, torch.nn.ReLU, torch.nn.GELU, torch.nn.SiLU][trial % 4]
+        torch.manual_seed(1000 + trial)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(d, 32), activation(), torch.nn.Linear(32, 32), activation(),
+            torch.nn.Linear(32, 1),
+        ).double()  # fmt: skip
+        x = torch.randn(4, d, dtype=torch.float64)
+        exact = ExactShapley(model).attribute(x, target=0)
+        for budget in (124, 126):
+            mean, half = BayesShap(model).attribute(
+                x, target=0, budget=budget, generator=seeded(trial), return_uncertainty=True
+            )
+            covered += int(((mean - exact).abs() <= half).sum())
+            total += exact.numel()
+    assert covered / total >= 0.85, covered / total
+
+
 def widths_and_errors(sizes: tuple[int, ...], **options) -> tuple[list[float], list[float]]:
     """Mean half-width and mean absolute error over the mean ``|phi|``, at each ``n_samples``.
 
