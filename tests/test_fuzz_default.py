@@ -1,4 +1,4 @@
-"""Fuzzing the default estimator on games of order two, whose Shapley values are known.
+"""Fuzzing the default estimator (and others) on games of order two, whose Shapley values are known.
 
 ``f(u) = w.u + u'Au`` explained against a baseline ``b`` on features that group
 elements is a game of order two over the features: with ``D`` the differences
@@ -17,7 +17,9 @@ that and up to 2,048, and asserts:
   warning;
 * below: a ``RuntimeWarning`` that names ``budget=`` and the fix, and
   efficiency still;
-* never more model rows than ``budget`` per example.
+* never more model rows than ``budget`` per example;
+* ``Shear``, one antithetic pair of orderings (``ShapleySampling``) and
+  ``ExactShapley`` give the closed form too.
 
 Bounded in time as ``test_fuzz.py``: derandomised on CI (the same cases every
 run); ``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder locally, with fresh draws.
@@ -125,6 +127,41 @@ def test_the_default_is_exact_on_games_of_order_two_or_says_it_cannot_be(
         assert any(f"Raise budget to {2 * d}" in str(w.message) for w in warned), caught
         gap = model(x)[:, 0] - model(baseline[None])[:, 0]
         torch.testing.assert_close(per_feature.sum(1), gap, atol=1e-9 * scale, rtol=0)
+
+
+@FUZZ
+@given(case=cases())
+def test_shear_one_antithetic_pair_and_exact_shapley_are_exact_on_games_of_order_two(
+    case: tuple[int, list[int], int, int, int, str],
+) -> None:
+    """Shear's cross-contributions (its Hessian is the model's), one ordering and its
+    reverse (each interaction split in half), and every coalition: the closed form."""
+    from captum_graphshap import ExactShapley, ShapleySampling, Shear
+
+    d, sizes, examples, _, seed, _ = case
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.repeat_interleave(torch.arange(d), torch.tensor(sizes))
+    mask = mask[torch.randperm(len(mask), generator=g)]
+    a = torch.randn(len(mask), len(mask), generator=g, dtype=torch.float64) / len(mask)
+    model = Quadratic(torch.randn(len(mask), generator=g, dtype=torch.float64), (a + a.T) / 2)
+    x = torch.randn(examples, len(mask), generator=g, dtype=torch.float64)
+    baseline = torch.randn(len(mask), generator=g, dtype=torch.float64) * 0.3
+    want = order_two_shapley(model, x, baseline, mask)
+    first = torch.stack([(mask == k).nonzero()[0, 0] for k in range(d)])
+    pair = {"n_samples": 2, "antithetic": True, "generator": g}
+    methods: list[tuple[object, dict[str, object]]] = [
+        (Shear(model), {}),
+        (ShapleySampling(model), pair),
+    ]
+    if d <= 12:
+        methods.append((ExactShapley(model), {}))
+    for method, options in methods:
+        phi = method.attribute(  # type: ignore[attr-defined]
+            x, baselines=baseline[None], target=0, feature_mask=mask[None], **options
+        )
+        torch.testing.assert_close(
+            phi[:, first], want, atol=1e-7 * float(want.abs().max()), rtol=0, msg=str(method)
+        )
 
 
 @pytest.mark.parametrize("d, budget", [(12, 4), (12, 23), (40, 79)])
