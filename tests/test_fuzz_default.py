@@ -73,6 +73,23 @@ def order_two_shapley(
     return torch.stack(out)
 
 
+def quadratic_case(
+    d: int, sizes: list[int], examples: int, seed: int
+) -> tuple[Quadratic, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator]:
+    """A quadratic model over ``d`` features of ``sizes`` elements, interleaved:
+    the model, inputs ``(examples, E)``, a baseline ``(E,)``, the mask ``(E,)`` and the
+    generator that drew them (its state after the draws)."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.repeat_interleave(torch.arange(d), torch.tensor(sizes))
+    mask = mask[torch.randperm(len(mask), generator=g)]  # features' elements interleaved
+    elements = len(mask)
+    a = torch.randn(elements, elements, generator=g, dtype=torch.float64) / elements
+    model = Quadratic(torch.randn(elements, generator=g, dtype=torch.float64), (a + a.T) / 2)
+    x = torch.randn(examples, elements, generator=g, dtype=torch.float64)
+    baseline = torch.randn(elements, generator=g, dtype=torch.float64) * 0.3
+    return model, x, baseline, mask, g
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[int, list[int], int, int, int, str]:
     """``(d, elements per feature, examples, budget, seed, estimator)``."""
@@ -92,15 +109,7 @@ def test_the_default_is_exact_on_games_of_order_two_or_says_it_cannot_be(
     case: tuple[int, list[int], int, int, int, str],
 ) -> None:
     d, sizes, examples, budget, seed, estimator = case
-    g = torch.Generator().manual_seed(seed)
-    mask = torch.repeat_interleave(torch.arange(d), torch.tensor(sizes))
-    elements = len(mask)
-    order = torch.randperm(elements, generator=g)  # features' elements interleaved
-    mask = mask[order]
-    a = torch.randn(elements, elements, generator=g, dtype=torch.float64) / elements
-    model = Quadratic(torch.randn(elements, generator=g, dtype=torch.float64), (a + a.T) / 2)
-    x = torch.randn(examples, elements, generator=g, dtype=torch.float64)
-    baseline = torch.randn(elements, generator=g, dtype=torch.float64) * 0.3
+    model, x, baseline, mask, _ = quadratic_case(d, sizes, examples, seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         phi = PairedKernelShap(model).attribute(
@@ -139,13 +148,7 @@ def test_shear_one_antithetic_pair_and_exact_shapley_are_exact_on_games_of_order
     from captum_graphshap import ExactShapley, ShapleySampling, Shear
 
     d, sizes, examples, _, seed, _ = case
-    g = torch.Generator().manual_seed(seed)
-    mask = torch.repeat_interleave(torch.arange(d), torch.tensor(sizes))
-    mask = mask[torch.randperm(len(mask), generator=g)]
-    a = torch.randn(len(mask), len(mask), generator=g, dtype=torch.float64) / len(mask)
-    model = Quadratic(torch.randn(len(mask), generator=g, dtype=torch.float64), (a + a.T) / 2)
-    x = torch.randn(examples, len(mask), generator=g, dtype=torch.float64)
-    baseline = torch.randn(len(mask), generator=g, dtype=torch.float64) * 0.3
+    model, x, baseline, mask, g = quadratic_case(d, sizes, examples, seed)
     want = order_two_shapley(model, x, baseline, mask)
     first = torch.stack([(mask == k).nonzero()[0, 0] for k in range(d)])
     pair = {"n_samples": 2, "antithetic": True, "generator": g}

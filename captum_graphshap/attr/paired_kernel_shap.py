@@ -275,7 +275,12 @@ def _check_kernel_design(plan: Plan, d: int) -> None:
 def _underdetermined(evaluations: int, d: int) -> bool:
     """Whether ``evaluations`` per example (endpoints included) leave fewer than ``d - 1``
     complementary pairs and do not cover the ``2^d`` coalitions."""
-    return evaluations < 2 * d and d >= evaluations.bit_length()
+    return evaluations < 2 * d and not _covers_every_coalition(evaluations, d)
+
+
+def _covers_every_coalition(evaluations: int, d: int) -> bool:
+    """``2^d <= evaluations``, without forming ``2^d``."""
+    return d < evaluations.bit_length()
 
 
 def chosen_plan(
@@ -330,7 +335,7 @@ def auto_plan(
     the ids' order).
     """
     evaluations = count + 2
-    if d < evaluations.bit_length():  # 2^d <= evaluations, without forming 2^d
+    if _covers_every_coalition(evaluations, d):
         return exact_shapley_plan(d, device, method="PairedKernelShap"), "exact"
     if auto_walsh_gp(d, count // 2, wide=True):
         fit = auto_fit_pairs(d)

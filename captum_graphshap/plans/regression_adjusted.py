@@ -35,9 +35,8 @@ from torch import Tensor
 
 from ..engine.plan import DenseCoalitions, Plan
 from .odd_fit import select_and_fit
-from .stratified import stratified_paired_coalitions
 from .surrogates import OddCubicSurrogate, select_triples
-from .walsh_design import DESIGN_DRAWS, identifies_linear_parities
+from .walsh_design import identified_pairs
 from .walsh_kernel import cholesky_solve, pseudo_inverse
 
 #: Triples are fitted only when there are at least this many pairs per feature:
@@ -97,26 +96,6 @@ def fitted_triple_count(d: int, pairs: int, informed: bool = False) -> int:
     return count // 4 if pairs < WIDE_HALF_PAIRS_PER_FEATURE * d else count // 2
 
 
-def identified_pairs(
-    num_features: int, pairs: int, generator: torch.Generator | None, device: torch.device
-) -> tuple[Tensor, Tensor]:
-    """:func:`~captum_graphshap.plans.stratified.stratified_paired_coalitions`, drawn again
-    (up to :data:`~captum_graphshap.plans.walsh_design.DESIGN_DRAWS` times) while fewer
-    than ``2 d`` pairs leave the linear parities unidentified with the full coalition.
-
-    There the fit splits the unseen direction by least norm: d = 8 and 8 pairs did in
-    two draws of four, 0.18-0.58 relative error on an additive game. From ``2 d`` pairs
-    the check (a rank of ``(P + 1) x d``) is skipped: no draw measured failed there.
-    """
-    d = num_features
-    for _ in range(DESIGN_DRAWS):
-        sampled, weights = stratified_paired_coalitions(d, pairs, generator, device)
-        count = sampled.shape[0]
-        if not d - 1 <= count < 2 * d or identifies_linear_parities(sampled):
-            break
-    return sampled, weights
-
-
 def cubic_kernel_plan(
     num_features: int,
     pairs: int,
@@ -138,7 +117,10 @@ def cubic_kernel_plan(
     The estimator maps ``(N, 2 + 2 pairs)`` values to ``(N, d)``.
     """
     d = num_features
-    sampled, weights = identified_pairs(d, pairs, generator, device)
+    # drawn again while fewer than 2 d pairs leave a direction of the linear fit unseen:
+    # there the fit splits it by least norm (d = 8 and 8 pairs did in two draws of four,
+    # 0.18-0.58 relative error on an additive game); no draw of 2 d or more failed
+    sampled, weights = identified_pairs(d, pairs, generator, device, check_below=2 * d)
     if triples is None:
         count = fitted_triple_count(d, sampled.shape[0], informed=strength is not None)
     else:

@@ -70,12 +70,8 @@ def draw_design(
     cpu = torch.device("cpu")
     stages = sorted({p for p in (NESTED_PAIRS, fit_pairs) if p is not None and p < pairs})
     drawn = stages[0] if stages else pairs
-    for _ in range(DESIGN_DRAWS):
-        sampled, weights = stratified_paired_coalitions(
-            d, drawn, generator, cpu, small_first=drawn < SMALL_SIZES_BELOW * d
-        )
-        if identifies_linear_parities(sampled):
-            break
+    small_first = drawn < SMALL_SIZES_BELOW * d
+    sampled, weights = identified_pairs(d, drawn, generator, cpu, small_first=small_first)
     fitted = None
     for stage in [*stages[1:], pairs] if stages else []:
         if len(sampled) < drawn:  # every pair there is
@@ -85,6 +81,35 @@ def draw_design(
         sampled, weights = extended_design(sampled, stage, generator)
         drawn = stage
     return sampled, weights, fitted
+
+
+def identified_pairs(
+    num_features: int,
+    pairs: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    *,
+    small_first: bool = False,
+    check_below: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`~captum_graphshap.plans.stratified.stratified_paired_coalitions`, drawn again
+    (up to :data:`DESIGN_DRAWS` times) while the pairs leave the linear parities
+    unidentified with the full coalition (:func:`identifies_linear_parities`).
+
+    With ``check_below``, designs of that many pairs or more are kept unchecked (the
+    check is a rank of ``(P + 1) x d``); fewer than ``d - 1`` pairs cannot identify
+    them and are kept as drawn.
+    """
+    d = num_features
+    for _ in range(DESIGN_DRAWS):
+        sampled, weights = stratified_paired_coalitions(
+            d, pairs, generator, device, small_first=small_first
+        )
+        count = sampled.shape[0]
+        unchecked = count < d - 1 or (check_below is not None and count >= check_below)
+        if unchecked or identifies_linear_parities(sampled):
+            break
+    return sampled, weights
 
 
 def extended_design(
