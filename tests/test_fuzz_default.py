@@ -23,6 +23,9 @@ that and up to 2,048, and asserts:
 
 Bounded in time as ``test_fuzz.py``: derandomised on CI (the same cases every
 run); ``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder locally, with fresh draws.
+Known to fail there: budgets near ``2^d`` at small ``d`` (d = 7 at 98 of 128:
+1.15e-7 against the 1e-7 asserted; up to 1e-4 at d = 10 and 986), where the
+process's covariance is ill-conditioned (the guide; not fixed yet).
 """
 
 from __future__ import annotations
