@@ -201,7 +201,7 @@ def explicit_kriging(
         [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
     )
     kernel = basis @ torch.diag(prior) @ basis.T
-    kernel = kernel + walsh_gp.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
+    kernel = kernel + walsh_kriging.JITTER * kernel.diagonal().mean() * torch.eye(len(basis))
     inverse = torch.linalg.inv(kernel)
     normal = signs.T @ inverse @ signs
     beta = torch.linalg.solve(normal, signs.T @ inverse @ odd)
@@ -479,7 +479,7 @@ def test_posterior_variance_is_gaussian_conditioning(monkeypatch: pytest.MonkeyP
     )  # fmt: skip
     higher = prior < 1e6
     kernel = basis[:, higher] @ torch.diag(prior[higher]) @ basis[:, higher].T
-    jitter = walsh_gp.JITTER * kernel.diagonal().mean()
+    jitter = walsh_kriging.JITTER * kernel.diagonal().mean()
     observed = basis @ torch.diag(prior) @ basis.T + jitter * torch.eye(len(basis))
     members = torch.tensor(
         [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
@@ -614,12 +614,13 @@ def test_prior_failing_on_every_row_falls_back_to_the_whole_grid(
 
     def failing_on_every_row(
         signs: torch.Tensor, priors: walsh_gp._Priors, top: int, windows: object
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        factor, info = original(signs, priors, top, windows)
+    ) -> walsh_kriging.Factored:
+        factored = original(signs, priors, top, windows)
         if len(signs) == pairs + 1 and priors.relevance.shape[:2] == (2, 1):  # the chosen
-            info = info.clone()
+            info = factored.info.clone()
             info[0] = 1  # the first example's chosen prior is not positive definite there
-        return factor, info
+            factored = factored._replace(info=info)
+        return factored
 
     monkeypatch.setattr(walsh_gp, "_factored_covariances", failing_on_every_row)
     got = plan.estimator(values)
@@ -824,7 +825,20 @@ def test_the_leave_one_out_scale_refits_without_each_row() -> None:
     windows = walsh_local.line_windows(d)
     priors = walsh_gp._candidate_priors(scale + 0.5, None, walsh_local.local_enabled(windows))
     best = walsh_gp._best_prior(signs, odd, priors, min(walsh_gp.MAX_ORDER, d), windows)
-    covariance = best.factor[0] @ best.factor[0].T  # K, jitter included
+    # K + jitter from the factor of K' = P K P + level Q Q' + jitter (P = I - Q Q')
+    projection = walsh_kriging.linear_projection(signs)
+    q = projection.basis
+    projected = best.factor[0] @ best.factor[0].T
+    jitter = (q.T @ projected @ q)[0, 0] * walsh_kriging.JITTER / (1 + walsh_kriging.JITTER)
+    complement = torch.eye(len(q), dtype=torch.float64) - q @ q.T
+    cross = best.cross[0]  # K Q
+    covariance = (
+        complement @ projected @ complement
+        + q @ cross.T
+        + cross @ q.T
+        - q @ (q.T @ cross) @ q.T
+        + jitter * q @ q.T
+    )
     u = odd[0]
     residuals, precisions = [], []
     for i in range(len(u)):
@@ -838,9 +852,7 @@ def test_the_leave_one_out_scale_refits_without_each_row() -> None:
     projector = k_inv - k_inv @ signs @ torch.linalg.inv(signs.T @ k_inv @ signs) @ signs.T @ k_inv
     precisions = projector.diagonal()
     want = (torch.stack(residuals).square() * precisions).mean()
-    got = walsh_kriging.leave_one_out_scale(
-        signs, best.factor, best.normal_inverse, best.inverse_residual
-    )[0]
+    got = walsh_kriging.leave_one_out_scale(projection, best.factor, best.inverse_residual)[0]
     torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
 
 

@@ -59,7 +59,14 @@ from .walsh_kernel import (
     shapley_order_weights,
     signed_elementary_symmetric,
 )
-from .walsh_kriging import kriging, leave_one_out_scale, posterior_variances
+from .walsh_kriging import (
+    Factored,
+    factor_projected,
+    kriging,
+    leave_one_out_scale,
+    linear_projection,
+    posterior_variances,
+)
 from .walsh_local import (
     LOCAL_DECAYS,
     LOCAL_WEIGHTS,
@@ -89,9 +96,6 @@ RELEVANCE_FLOOR = 0.05
 #: geometric mean of ``|phi_j|`` (the linear fit) and feature ``j``'s summed
 #: absolute pairwise coefficients of the even part; with fewer, the linear fit's.
 INTERACTION_PAIRS_PER_FEATURE = 6
-#: Diagonal jitter, relative to the covariance's mean diagonal (the values are
-#: exact, but the covariance is near-singular when the prior is near-linear).
-JITTER = 1e-10
 #: ``estimator="auto"`` factorises the process on at most this many pairs, up
 #: to :data:`MAX_FEATURES` features (up to 16 the table of agreement patterns
 #: makes it about as cheap as the cubic fit; from 17 to 32 features, at 1,024
@@ -509,13 +513,14 @@ def posterior_parts(
     if local is not None:
         mass, members, order = local
         prior = prior + (mass * (2 / order) ** 2) @ members
-    spread = posterior_variances(signs, prior, covariance, best.factor, best.normal_inverse)
+    projection = linear_projection(signs)
+    spread = posterior_variances(projection, prior, covariance, best.factor, best.cross)
     # the scale: the restricted likelihood's, or the leave-one-out residuals' where
     # the prior understates the game's higher orders (ReLU kinks, say)
     restricted = best.quadratic / max(1, signs.shape[0] - d)
     scale_estimate = torch.maximum(
         restricted,
-        leave_one_out_scale(signs, best.factor, best.normal_inverse, best.inverse_residual),
+        leave_one_out_scale(projection, best.factor, best.inverse_residual),
     )
     return mean, scale_estimate[:, None] * spread, predicted
 
@@ -613,9 +618,9 @@ class _Prior(NamedTuple):
     likelihood: Tensor  # (E,) restricted; -inf where it failed
     linear: Tensor  # (E, d, 1)
     inverse_residual: Tensor  # (E, rows)
-    normal_inverse: Tensor  # (E, d, d)
     quadratic: Tensor  # (E,)
-    factor: Tensor  # (E, rows, rows)
+    factor: Tensor  # (E, rows, rows) of the projected covariance (walsh_kriging.py)
+    cross: Tensor  # (E, rows, r) K Q1
 
 
 def _best_prior(
@@ -653,8 +658,9 @@ def _best_of_grid(
     signs: Tensor, odd: Tensor, priors: _Priors, top: int, windows: Windows | None
 ) -> _Prior:
     """:func:`_best_prior` with the choice made on every row: every prior factorised."""
-    factor, info = _factored_covariances(signs, priors, top, windows)
-    fit = kriging(signs, odd, factor, info)
+    factored = _factored_covariances(signs, priors, top, windows)
+    fit = kriging(odd, factored)
+    factor = factored.factor
     examples = torch.arange(odd.shape[0], device=signs.device)
     if factor.shape[1] * factor.shape[2] == 1:  # one prior: views, not copies
         power_pick = shape_pick = torch.zeros_like(examples)
@@ -672,9 +678,9 @@ def _best_of_grid(
         fit.likelihood[chosen],
         fit.linear[chosen],
         fit.inverse_residual[chosen],
-        fit.normal_inverse[chosen],
         fit.quadratic[chosen],
         factor[chosen],
+        factored.cross[chosen],
     )
 
 
@@ -700,8 +706,9 @@ def _local_excess(
 
 def _factored_covariances(
     signs: Tensor, priors: _Priors, top: int, windows: Windows | None
-) -> tuple[Tensor, Tensor]:
-    """Cholesky factors ``(E, W, G, rows, rows)`` of every prior's covariance, and their info.
+) -> Factored:
+    """Every prior's covariance ``(E, W, G, rows, rows)``, projected and factorised
+    (:func:`~captum_graphshap.plans.walsh_kriging.factor_projected`).
 
     A factorisation that failed (``info != 0``) is replaced by the identity.
     """
@@ -721,13 +728,4 @@ def _factored_covariances(
             covariances.addcmul_(order_three[..., None], triples[:, :, None])
     if windows is not None and bool((local > 0).any()):  # the local parities' covariance
         add_local_covariances(covariances, signs, relevance, grid, local, windows)
-    diagonal = covariances.diagonal(dim1=-2, dim2=-1)
-    # no parity of order three (d < 3): the generalised fit is ordinary least squares
-    level = diagonal.mean(dim=-1)
-    diagonal.add_(torch.where(level > 0, JITTER * level, torch.ones_like(level))[..., None])
-    factor, info = torch.linalg.cholesky_ex(covariances)
-    del covariances
-    failed = info != 0
-    if bool(failed.any()):  # dropped by the caller; the identity meanwhile
-        factor[failed] = torch.eye(rows, dtype=torch.float64, device=signs.device)
-    return factor, info
+    return factor_projected(covariances, linear_projection(signs))
