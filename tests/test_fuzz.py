@@ -9,6 +9,8 @@ against a language model's context. They assert what no answer may break:
 * the spend is at least 0.8 of ``min(budget, exact count)``;
 * efficiency holds (the values add up to f(x) - f(b));
 * at the exact count (and past it) the value is the exact Winter value;
+* on games of order two, against any baseline, the Owen and Winter values are
+  the closed-form Shapley values (a reference independent of our exact plan);
 * examples explained together equal each explained alone (per-example
   hierarchies without a budget are exact; with one, from the same seed);
 * bad input is refused before any model call.
@@ -256,3 +258,37 @@ def test_prompts_against_the_context_are_refused_before_any_model_call(
         elif prompt <= 6:  # small enough to run quickly
             result = explainer.attribute(inp, target=target, gen_args=gen_args, k=1)
             assert calls and result.token_attr.shape[1] == prompt
+
+
+@FUZZ
+@given(
+    tree=uneven_trees(),
+    seed=st.integers(0, 2**16),
+    past=st.booleans(),
+)
+def test_owen_and_winter_values_of_games_of_order_two_are_their_shapley_values(tree, seed, past):
+    """A closed form, not our exact plan, as the reference: ``f(u) = w.u + u'Au``
+    against a baseline ``b`` is a game of order two, every pairwise interaction split
+    in half by any hierarchy (the quotient game of two groups is their unanimity game,
+    and within a group the share is a one-member unanimity game), so the Owen and
+    Winter values equal the Shapley values ``D (w + 2 A_s b) + D (A_s D)``,
+    ``D = x - b``, ``A_s = (A + A') / 2``; exactly, and by the budgeted walk at or past
+    the exact count."""
+    exact_count = winter_coalition_count(tree)
+    assume(exact_count <= MAX_EXACT)
+    d = tree.num_features
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(d, generator=g, dtype=torch.float64)
+    a = torch.randn(d, d, generator=g, dtype=torch.float64) / d
+    x = torch.randn(2, d, generator=g, dtype=torch.float64)
+    b = torch.randn(1, d, generator=g, dtype=torch.float64)
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        return (z @ w + ((z @ a) * z).sum(1))[:, None]
+
+    symmetric = (a + a.T) / 2
+    gap = x - b
+    want = gap * (w + 2 * b @ symmetric) + gap * (gap @ symmetric)
+    options = {"budget": exact_count + (7 if past else 0), "generator": g} if seed % 2 else {}
+    got = OwenValue(f).attribute(x, baselines=b, target=0, hierarchy=tree, **options)
+    torch.testing.assert_close(got, want, atol=1e-10 * float(want.abs().max()), rtol=0)
