@@ -85,6 +85,7 @@ def test_permutations_stop_only_when_another_ordering_would_not_fit(d, budget):
 
 #: (d, budget) where whole orderings fill 95%: four at d = 13 and 52 rows fill
 #: 50 only with no shared prefix, five at d = 8 and 32 rows fit only with five
+#: (antithetic: whole pairs, so four there, 30 rows, and no room for a paired window)
 FILL_CELLS = [(13, 52), (8, 32), (10, 50), (12, 60), (14, 70), (16, 80), (20, 256)]
 
 
@@ -93,14 +94,19 @@ FILL_CELLS = [(13, 52), (8, 32), (10, 50), (12, 60), (14, 70), (16, 80), (20, 25
 def test_shapley_sampling_spends_95_percent_in_whole_orderings(d, budget, antithetic):
     """A single pool of orderings missed 95% at these budgets in 8-92% of seeds (d = 13,
     52: 49 of 52 rows whenever two of the four orderings shared a prefix); the best of
-    the pools reaches it in every seed here, and stays exact on a linear model."""
+    the pools reaches it in every seed here, and stays exact on a linear model.
+
+    Antithetic orderings come in whole pairs (a lone ordering's even part doubled
+    the error at d = 8 and 32 rows), and the window of one more pair needs four
+    rows: up to three may be left."""
     model = torch.nn.Linear(d, 1).double()
     x = torch.randn(2, d, dtype=torch.float64, generator=seeded(20))
+    least = min(0.95 * budget, budget - 3) if antithetic else 0.95 * budget
     for seed in range(6):
         phi, evaluations = explain(
             cg.ShapleySampling, model, x, budget, seed, antithetic=antithetic
         )
-        assert 0.95 * budget <= int(evaluations.min()), (seed, evaluations)
+        assert least <= int(evaluations.min()), (seed, evaluations)
         assert int(evaluations.max()) <= budget
         torch.testing.assert_close(phi, model.weight[0].detach() * x, rtol=1e-9, atol=1e-9)
 
