@@ -53,10 +53,11 @@ class ReferencePrefixFactor:
 
     The Cholesky factor of a leading block is the leading block of the
     factor, so one factorisation serves every triple count of a ranking.
+    ``linear``: the leading columns that are the linear parities.
     """
 
-    def __init__(self, gram: Tensor) -> None:
-        self.gram = gram
+    def __init__(self, gram: Tensor, linear: int) -> None:
+        self.gram, self.linear = gram, linear
         diagonal = gram.diagonal(dim1=-2, dim2=-1)
         self.scale = diagonal.clamp_min(torch.finfo(gram.dtype).tiny).rsqrt()
         scaled = gram * self.scale[..., :, None] * self.scale[..., None, :]
@@ -78,11 +79,6 @@ class ReferencePrefixFactor:
         # scaled pivot near 0: rank-deficient (few pairs, repeated columns)
         valid = (self.info == 0) | (self.info > size)
         good = valid & (self.pivots[..., :size].amin(dim=-1) > PIVOT_FLOOR)
-        if not bool(good.all()):
-            # the minimum-norm solution there, as the pseudo-inverse gives
-            bad = ~good
-            block = self.gram[bad][:, :size, :size]
-            solution[bad] = torch.linalg.pinv(block, hermitian=True) @ rhs[bad]
         free, pull = solution[..., 0], solution[..., 1]
         denominator = pull.sum(dim=-1)
         gap = (free.sum(dim=-1) - total) / denominator
@@ -90,31 +86,48 @@ class ReferencePrefixFactor:
         # the constraint's direction unseen by the data (1 outside the Gram's range:
         # d = 2 has one pair, s = (1, -1)): the projection formula divides by 0
         unseen = ~(denominator.abs() > 1e-12 * pull.abs().sum(dim=-1))
-        if bool(unseen.any()):
-            block = self.gram[unseen][:, :size, :size]
-            coefficients[unseen] = reference_constrained_min_norm(
-                block, target[unseen][:, :size], total.expand(unseen.shape)[unseen]
-            )
+        redo = unseen | ~good
+        if bool(redo.any()):
+            block = self.gram[redo][:, :size, :size]
+            totals = total.expand(redo.shape)[redo]
+            coefficients[redo] = torch.stack([
+                reference_lexicographic_fit(g, b, t, self.linear)
+                for g, b, t in zip(block, target[redo][:, :size], totals)
+            ])  # fmt: skip
         return torch.nn.functional.pad(coefficients, (0, p - size))
 
 
-def reference_constrained_min_norm(gram: Tensor, target: Tensor, total: Tensor) -> Tensor:
-    """``(B, p)``: the least-squares solution with ``sum c = total``, any Gram rank.
+def _null(matrix: Tensor) -> Tensor:
+    _, singular, right = torch.linalg.svd(matrix, full_matrices=True)
+    rank = int((singular > 1e-7 * singular[:1].clamp_min(1e-300)).sum())
+    return right[rank:].T
 
-    ``c = (total / p) 1 + Q z`` with ``Q`` an orthonormal basis of the sums-to-0
-    space and ``z`` the minimum-norm least-squares solution of the reduced
-    normal equations ``Q^T G Q z = Q^T (b - G c_0)``: always defined, and the
-    constrained solution itself when the Gram has full rank.
+
+def reference_lexicographic_fit(gram: Tensor, target: Tensor, total: Tensor, linear: int) -> Tensor:
+    """``(p,)``: among the least-squares solutions with ``sum c = total``, the least norm
+    of the coefficients beyond ``linear``, then of all (any rank).
+
+    Written as a KKT system solved by ``lstsq`` (gelsd), the solutions' free
+    directions the null space of ``[G; 1']`` by an SVD, and each least norm a
+    ``lstsq`` along them: a different route from the library's (the reduced
+    Gram's eigenvectors).
     """
     p = gram.shape[-1]
-    ones = torch.ones(p, 1, dtype=gram.dtype, device=gram.device)
-    # the last p - 1 columns of a complete QR of 1 span its orthogonal complement
-    basis = torch.linalg.qr(ones, mode="complete").Q[:, 1:]
-    start = (total / p)[:, None] * ones[:, 0]
-    reduced = basis.T @ gram @ basis
-    rhs = basis.T @ (target - (gram @ start[..., None])[..., 0])[..., None]
-    z = torch.linalg.pinv(reduced, hermitian=True) @ rhs
-    return start + (basis @ z)[..., 0]
+    ones = torch.ones(1, p, dtype=gram.dtype)
+    kkt = torch.cat([torch.cat([gram, ones.T], 1), torch.cat([ones, ones.new_zeros(1, 1)], 1)])
+    rhs = torch.cat([target, total.reshape(1)])
+    c = torch.linalg.lstsq(kkt, rhs[:, None], driver="gelsd").solution[:p, 0]
+    free = _null(torch.cat([gram, ones]))
+    if free.shape[1] == 0:
+        return c
+    c = (
+        c
+        + free @ torch.linalg.lstsq(free[linear:], -c[linear:, None], driver="gelsd").solution[:, 0]
+    )
+    rest = free @ _null(free[linear:])
+    if rest.shape[1] == 0:
+        return c
+    return c + rest @ torch.linalg.lstsq(rest, -c[:, None], driver="gelsd").solution[:, 0]
 
 
 def reference_select_and_fit(
@@ -141,12 +154,12 @@ def reference_select_and_fit(
     triples = triples[:, : max(counts)]
     if len(counts) == 1:
         grams, targets, _ = reference_fold_grams(sampled, weights, odd, triples, 1)
-        coefficients = ReferencePrefixFactor(grams[0]).solve(targets[0], total, d + counts[0])
+        coefficients = ReferencePrefixFactor(grams[0], d).solve(targets[0], total, d + counts[0])
         return coefficients, torch.full((batch,), counts[0], device=odd.device)
     grams, targets, norms = reference_fold_grams(sampled, weights, odd, triples, folds)
     whole, whole_target = grams.sum(dim=0), targets.sum(dim=0)
     # every training split (all folds but one) factored once, for every count
-    train = ReferencePrefixFactor(whole - grams)
+    train = ReferencePrefixFactor(whole - grams, d)
     train_target = whole_target - targets
     errors = []
     for k in counts:
@@ -155,7 +168,7 @@ def reference_select_and_fit(
         quadratic = (c[..., None, :] @ grams @ c[..., None])[..., 0, 0]
         errors.append((norms - 2 * (c * targets).sum(dim=-1) + quadratic).sum(dim=0))
     best = torch.stack(errors).argmin(dim=0)  # (N,): the first of equal errors
-    full = ReferencePrefixFactor(whole)
+    full = ReferencePrefixFactor(whole, d)
     coefficients = whole.new_zeros(batch, whole.shape[-1])
     for index, k in enumerate(counts):
         rows = best == index

@@ -18,8 +18,9 @@ that and up to 2,048, and asserts:
 * below: a ``RuntimeWarning`` that names ``budget=`` and the fix, and
   efficiency still;
 * never more model rows than ``budget`` per example;
-* ``Shear``, one antithetic pair of orderings (``ShapleySampling``) and
-  ``ExactShapley`` give the closed form too.
+* ``Shear``, one antithetic pair of orderings (``ShapleySampling``), its
+  antithetic pairs filling a budget from ``2 d`` on, and ``ExactShapley`` give
+  the closed form too.
 
 Bounded in time as ``test_fuzz.py``: derandomised on CI (the same cases every
 run); ``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder locally, with fresh draws.
@@ -149,10 +150,12 @@ def test_shear_one_antithetic_pair_and_exact_shapley_are_exact_on_games_of_order
     case: tuple[int, list[int], int, int, int, str],
 ) -> None:
     """Shear's cross-contributions (its Hessian is the model's), one ordering and its
-    reverse (each interaction split in half), and every coalition: the closed form."""
+    reverse (each interaction split in half), antithetic pairs filling a budget of at
+    least ``2 d`` (a lone ordering among them was not exact), and every coalition: the
+    closed form."""
     from captum_graphshap import ExactShapley, ShapleySampling, Shear
 
-    d, sizes, examples, _, seed, _ = case
+    d, sizes, examples, budget, seed, _ = case
     model, x, baseline, mask, g = quadratic_case(d, sizes, examples, seed)
     want = order_two_shapley(model, x, baseline, mask)
     first = torch.stack([(mask == k).nonzero()[0, 0] for k in range(d)])
@@ -161,6 +164,8 @@ def test_shear_one_antithetic_pair_and_exact_shapley_are_exact_on_games_of_order
         (Shear(model), {}),
         (ShapleySampling(model), pair),
     ]
+    if budget >= 2 * d:  # whole antithetic pairs, the rest a paired window
+        methods.append((ShapleySampling(model), {"budget": budget, "generator": g}))
     if d <= 12:
         methods.append((ExactShapley(model), {}))
     for method, options in methods:

@@ -368,3 +368,29 @@ def test_the_pairwise_solver_a_plan_keeps_is_the_minimum_norm_fit():
     solution = torch.linalg.pinv(design * root) @ (values.T * root)
     got = even_pairwise(doubled, twice, values, singular)
     torch.testing.assert_close(got[:, upper[0], upper[1]], solution[1:].T, rtol=1e-6, atol=1e-8)
+
+
+def test_a_triple_the_pairs_cannot_tell_from_a_feature_takes_nothing_of_a_linear_game():
+    """Pairs on which ``x0 x1 x2 = x3`` leave a triple's column equal to a feature's: the
+    fit is rank-deficient. A game whose odd part is linear must still be fitted by the
+    linear parities alone (the plain least norm split ``beta_3`` between the two; SHEAR's
+    fit of a quadratic model was off by 0.019 on such a draw)."""
+    d = 5
+    codes = torch.arange(1, 2 ** (d - 1))  # every pair once (feature d - 1 out), but the empty
+    member = ((codes[:, None] >> torch.arange(d)) & 1).bool()
+    signs = member.double() * 2 - 1
+    sampled = member[signs[:, 0] * signs[:, 1] * signs[:, 2] == signs[:, 3]]
+    weights = torch.ones(len(sampled), dtype=torch.float64)
+    beta = torch.tensor([[0.5, -1.0, 2.0, 1.5, -0.25], [1.0, 0.3, -0.7, -2.0, 0.9]])
+    odd = beta.double() @ (sampled.double() * 2 - 1).T  # (2, P): a linear odd part
+    total = beta.double().sum(1)
+    triples = torch.tensor([[[0, 1, 2]], [[0, 1, 2]]])
+    x = sampled.double() * 2 - 1
+    design = torch.cat([x, (x[:, 0] * x[:, 1] * x[:, 2])[:, None]], 1)
+    assert int(torch.linalg.matrix_rank(design)) == d  # d + 1 columns: deficient
+    coefficients, chosen = select_and_fit(sampled, weights, odd, total, triples, [1], 1)
+    assert chosen.tolist() == [1, 1]
+    torch.testing.assert_close(coefficients[:, :d], beta.double(), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        coefficients[:, d:], torch.zeros(2, 1, dtype=torch.float64), rtol=0, atol=1e-12
+    )
