@@ -609,11 +609,17 @@ def summary(rows: list[dict]) -> list[str]:
     for label, group in groups.items():
         peer = [r["vs_peer"] for r in group if np.isfinite(r["vs_peer"])]
         mine = [r["vs_ours"] for r in group if np.isfinite(r["vs_ours"])]
-        if not peer:
+        if not mine:
             continue
+        # without peers (--no-peers) their columns are blank, ours still reported
+        against_peer = (
+            f"{np.mean(np.array(peer) < 1):.0%} | {np.mean(np.array(peer) <= 0.9):.0%} | "
+            f"{np.median(peer):.2f} / {max(peer):.2f}"
+            if peer
+            else "- | - | -"
+        )
         lines.append(
-            f"| {label} | {len(group)} | {np.mean(np.array(peer) < 1):.0%} | "
-            f"{np.mean(np.array(peer) <= 0.9):.0%} | {np.median(peer):.2f} / {max(peer):.2f} | "
+            f"| {label} | {len(group)} | {against_peer} | "
             f"{np.mean(np.array(mine) <= 1.1):.0%} | {np.median(mine):.2f} / {max(mine):.2f} |"
         )
     return lines
