@@ -962,3 +962,60 @@ def test_signed_elementary_symmetric_equals_the_build_feature_by_feature(d: int)
     level = elementary_symmetric(relevance, top)[:, None, :]  # (E, 1, top + 1)
     assert got.shape == want.shape == (2, 9, top + 1)
     assert float(((got - want).abs() / level).max()) < 1e-12
+
+
+def test_posterior_variance_near_the_full_design_is_conditioning_without_cancellation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """29 of the 31 pairs of d = 6: the posterior variances and scale equal conditioning
+    written in the coefficients (``c_T = sqrt(sigma_T) z_T``, ``z ~ N(0, I)`` given the
+    observations, the linear parities flat): each ``Var(phi_i | u)`` the squared norm of
+    ``phi_i``'s loading on the null space of the observed map, no subtraction. Kriging
+    through ``K^-1`` with the jitter lost these to cancellation (the restricted form came
+    out negative; intervals at rounding level)."""
+    monkeypatch.setattr(walsh_gp, "ORDER_DECAYS", (0.1,))
+    monkeypatch.setattr(walsh_gp, "RELEVANCE_POWERS", (2.0,))
+    # the jitter (1e-10 of the mean diagonal) is 1e-3 of the smallest eigenvalues here
+    monkeypatch.setattr(walsh_kriging, "JITTER", 1e-14)
+    d, pairs = 6, 29
+    _, rows, values = planned_values(d, pairs, seed=1)
+    sampled = rows[2 : 2 + pairs]
+    weights = walsh_gp.walsh_gp_design(
+        d, pairs, torch.Generator().manual_seed(1), torch.device("cpu")
+    ).weights
+    posterior = walsh_gp.walsh_gp_posterior(sampled, weights, values)
+    inside, outside = values[0, 2 : 2 + pairs], values[0, 2 + pairs :]
+    signs = torch.cat([sampled, torch.ones(1, d, dtype=torch.bool)]).double() * 2 - 1
+    odd = torch.cat([(inside - outside) / 2, ((values[0, 1] - values[0, 0]) / 2)[None]])
+    linear = walsh_gp.kernel_shapley(
+        torch.cat([sampled, ~sampled]), torch.cat([inside, outside])[None], values[:, 0],
+        values[:, 1], torch.cat([weights, weights]),
+    )  # fmt: skip
+    scale = walsh_gp._relevance_scale(sampled, weights, linear, inside[None], outside[None])[0][0]
+    relevance = (scale + walsh_gp.RELEVANCE_FLOOR) ** 2
+    relevance = relevance / relevance.mean()
+    parities = [t for k in (3, 5) for t in itertools.combinations(range(d), k)]
+    basis = torch.stack([signs[:, list(t)].prod(1) for t in parities], 1)
+    root = torch.tensor(
+        [(0.1 ** ((len(t) - 3) // 2) * float(relevance[list(t)].prod())) ** 0.5 for t in parities],
+        dtype=torch.float64,
+    )
+    members = torch.tensor(
+        [[2.0 / len(t) if i in t else 0.0 for t in parities] for i in range(d)], dtype=torch.float64
+    )
+    complement = torch.linalg.svd(signs, full_matrices=True)[0][:, d:]  # Q2
+    observed = complement.T @ basis * root  # e_2 = B z
+    # phi_i - 2 beta_i's estimate, as a function of z: the parities' share less what the
+    # least-squares fit of the linear parities takes from them
+    loading = (members - 2 * torch.linalg.pinv(signs) @ basis) * root  # (d, n)
+    _, singular, right = torch.linalg.svd(observed, full_matrices=True)
+    null = right[int((singular > 1e-10 * singular[0]).sum()) :].T
+    conditioned = (loading @ null).square().sum(1)
+    gram = observed @ observed.T  # Q2' K Q2
+    target = complement.T @ odd
+    restricted = target @ torch.linalg.solve(gram, target) / (len(odd) - d)
+    projector = complement @ torch.linalg.solve(gram, complement.T)
+    leave_one_out = ((projector @ odd).square() / projector.diagonal()).mean()
+    want = torch.maximum(restricted, leave_one_out) * conditioned
+    assert float(restricted) > 0
+    torch.testing.assert_close(posterior.variance[0], want, rtol=1e-4, atol=0)
