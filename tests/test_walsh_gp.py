@@ -1019,3 +1019,20 @@ def test_posterior_variance_near_the_full_design_is_conditioning_without_cancell
     want = torch.maximum(restricted, leave_one_out) * conditioned
     assert float(restricted) > 0
     torch.testing.assert_close(posterior.variance[0], want, rtol=1e-4, atol=0)
+
+
+def test_cholesky_in_place_is_the_factor_in_the_matrices_own_memory() -> None:
+    """The factor of each symmetric matrix, upper triangle zero, written over it; a matrix
+    that is not positive definite is reported in ``info``."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 2, 9, 9, dtype=torch.float64, generator=g)
+    matrices = a @ a.mT + torch.eye(9, dtype=torch.float64)
+    matrices[1, 0] = -torch.eye(9, dtype=torch.float64)  # not positive definite
+    want, want_info = torch.linalg.cholesky_ex(matrices)
+    pointer = matrices.data_ptr()
+    factor, info = walsh_kriging.cholesky_in_place(matrices)
+    assert factor.data_ptr() == pointer
+    assert info.tolist() == want_info.tolist() and int(info[1, 0]) > 0
+    ok = want_info == 0
+    torch.testing.assert_close(factor[ok], want[ok], rtol=0, atol=1e-13)
+    assert bool((factor[ok].triu(1) == 0).all())

