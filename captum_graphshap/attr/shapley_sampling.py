@@ -268,7 +268,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         # as one sample of several it doubled the error (d = 8, 32 evaluations: 4
         # pairs' rows and one lone ordering 0.123, the pairs alone 0.068); where no
         # pair fits, one ordering
-        if options.antithetic and (options.return_uncertainty or count >= 2):
+        if options.antithetic and count >= 2:  # intervals' minimum is 4
             return count - count % 2
         return count
 

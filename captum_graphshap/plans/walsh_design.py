@@ -104,8 +104,8 @@ def identified_pairs(
     unidentified with the full coalition (:func:`identifies_linear_parities`).
 
     With ``check_below``, designs of that many pairs or more are kept unchecked (the
-    check is a rank of ``(P + 1) x d``); fewer than ``d - 1`` pairs cannot identify
-    them and are kept as drawn.
+    check is the singular values of ``(P + 1) x d``); fewer than ``d - 1`` pairs cannot
+    identify them and are kept as drawn.
     """
     d = num_features
     for _ in range(DESIGN_DRAWS):
