@@ -135,12 +135,20 @@ MAX_WORK = 2**26
 #: cubic fit where that predicts the other pairs better, once they number at
 #: least this share of the fitted ones (fewer make a noisy comparison).
 HELD_OUT_SHARE = 1.0
-#: Floats of covariance work per chunk of examples (about 256 MiB in float64).
-CHUNK_FLOATS = 32 * 1024 * 1024
+#: Floats of covariance work per chunk of examples: about 256 MiB of float64 on the
+#: CPU; on an accelerator, where a chunk is hundreds of small launches whatever its
+#: size, 2 GiB (H200, d = 49 on a 7 x 7 patch mask, 16 examples at 1,024
+#: evaluations: 119 ms in chunks of two examples, 24 ms in one; 0.4 GiB at most).
+CHUNK_FLOATS = {"cpu": 32 * 1024 * 1024, "accelerator": 256 * 1024 * 1024}
 #: With more observed rows than this, the prior is chosen by the restricted
 #: likelihood on this many of them (evenly spaced over the sizes, and the full
 #: coalition), and only the chosen prior is factorised on every row.
 SELECTION_ROWS = 256
+#: Restricted log-likelihoods closer than this are a tie (a likelihood ratio of
+#: 1 + 1e-8), which the grid's order breaks: at the fewest pairs every prior's is
+#: the same, and rounding picked one at random (values 1e-15 apart moved the
+#: estimate by 5e-3 of its scale; CPU and GPU were 3e-3 apart).
+LIKELIHOOD_TIE = 1e-8
 
 
 def auto_walsh_gp(num_features: int, pairs: int, *, wide: bool = False) -> bool:
@@ -352,7 +360,8 @@ def walsh_gp_posterior(
     if predict is not None:
         predict_signs = predict.to(torch.float64) * 2 - 1
         per_example += (MAX_ORDER + 1) * len(predict) * rows
-    chunk = max(1, CHUNK_FLOATS // per_example)
+    budget = CHUNK_FLOATS["cpu" if values.device.type == "cpu" else "accelerator"]
+    chunk = max(1, budget // per_example)
     parts = [
         posterior_parts(
             signs,
@@ -561,9 +570,7 @@ def _shapley_covariance(signs: Tensor, best: _Prior, top: int, windows: Windows 
     local = _local_excess(signs, best, windows)
     if local is not None:  # 2 / |T| of each local parity to each of its members
         mass, members, order = local
-        covariance = (
-            covariance + (local_parities(signs, members) * (mass * 2 / order)[:, None, :]) @ members
-        )
+        covariance += (local_parities(signs, members) * (mass * 2 / order)[:, None, :]) @ members
     return covariance
 
 
@@ -660,13 +667,15 @@ def _best_of_grid(
     """:func:`_best_prior` with the choice made on every row: every prior factorised."""
     factored = _factored_covariances(signs, priors, top, windows)
     fit = kriging(odd, factored)
-    factor = factored.factor
     examples = torch.arange(odd.shape[0], device=signs.device)
-    if factor.shape[1] * factor.shape[2] == 1:  # one prior: views, not copies
+    if factored.factor.shape[1] * factored.factor.shape[2] == 1:  # one prior: views
         power_pick = shape_pick = torch.zeros_like(examples)
         chosen: tuple[Tensor | slice | int, ...] = (slice(None), 0, 0)
     else:
-        pick = fit.likelihood.flatten(1).argmax(dim=1)  # (E,) over (W, G)
+        flat = fit.likelihood.flatten(1)  # (E, W x G)
+        # ties within LIKELIHOOD_TIE go to the grid's first prior, not to rounding: at the
+        # fewest pairs one residual direction leaves every prior the same likelihood
+        pick = (flat >= flat.max(dim=1, keepdim=True).values - LIKELIHOOD_TIE).byte().argmax(1)
         power_pick, shape_pick = pick // priors.grid.shape[1], pick % priors.grid.shape[1]
         chosen = (examples, power_pick, shape_pick)
     taken = priors.reweighted[examples, shape_pick, None]
@@ -679,7 +688,7 @@ def _best_of_grid(
         fit.linear[chosen],
         fit.inverse_residual[chosen],
         fit.quadratic[chosen],
-        factor[chosen],
+        factored.factor[chosen],
         factored.cross[chosen],
     )
 
