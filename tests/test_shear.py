@@ -346,6 +346,21 @@ def test_a_plan_above_the_limit_is_refused_with_its_count():
     assert model.calls == 0
 
 
+def test_a_budget_below_the_smallest_plan_is_refused_with_the_budget_that_suffices():
+    """d = 44: 4 evaluations per feature (176 rows) and the derivatives' forward
+    equivalents; the message gives their sum, which then runs."""
+    model = CallCounter(nn.Sequential(nn.Linear(44, 8), nn.Tanh(), nn.Linear(8, 1)).double())
+    x = torch.randn(1, 44, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"budget=440 is too small.*raise budget to (\d+)") as info:
+        Shear(model).attribute(x, target=0, budget=440)
+    assert model.calls == 0
+    enough = int(info.value.args[0].split("raise budget to ")[1].split()[0])
+    assert 440 < enough <= 1024
+    Shear(model).attribute(x, target=0, budget=enough)
+    with pytest.raises(ValueError, match="too small"):
+        Shear(model).attribute(x, target=0, budget=enough - 1)
+
+
 def test_no_warning_for_smooth_models():
     model = softplus_mlp(6)
     with warnings.catch_warnings():

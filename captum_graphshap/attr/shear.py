@@ -239,7 +239,8 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
             raise ValueError(
                 f"budget={options.budget} is too small for Shear with d = {d} features: "
                 f"N = 4 evaluations per feature need {d * 4} rows plus up to {derivatives} "
-                "forward equivalents of derivatives; raise budget."
+                f"forward equivalents of derivatives; raise budget to {cost(4)} or more, "
+                "or use PairedKernelShap, which needs no derivatives."
             )
         n = 4
         while n < 2**d and cost(2 * n) <= options.budget:
