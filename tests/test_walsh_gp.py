@@ -643,6 +643,27 @@ def test_tied_likelihoods_go_to_the_grids_first_prior_not_to_rounding() -> None:
             assert float((got - want).abs().max()) <= 1e-11 * float(want.abs().max())
 
 
+def test_work_memory_is_the_devices_limit_or_a_quarter_of_what_cuda_has_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The posterior's chunks (and the covariance build's blocks) take the CPU's limit
+    on the CPU, the accelerator's elsewhere, and on CUDA no more than a quarter of
+    the free memory and the allocator's cached, unused blocks: a model filling most
+    of a GPU leaves smaller chunks, not an out-of-memory error."""
+    limits = {"cpu": 1000, "accelerator": 10**9}
+    assert walsh_kernel.work_floats(torch.device("cpu"), limits) == 1000
+    assert walsh_kernel.work_floats(torch.device("meta"), limits) == 10**9
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (8 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 3 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 2**30)
+    cuda = torch.device("cuda")
+    assert walsh_kernel.work_floats(cuda, limits) == (10 * 2**30) // 32  # 10 GiB left
+    assert walsh_kernel.work_floats(cuda, {"cpu": 1, "accelerator": 5}) == 5
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (0, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 2**30)
+    assert walsh_kernel.work_floats(cuda, limits) == 1  # nothing left: one example a chunk
+
+
 def test_efficient_finite_and_each_example_its_own() -> None:
     d = 10
     model = mlp(d, 7)

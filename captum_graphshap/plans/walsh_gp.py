@@ -58,6 +58,7 @@ from .walsh_kernel import (
     prior_shapley_variances,
     shapley_order_weights,
     signed_elementary_symmetric,
+    work_floats,
 )
 from .walsh_kriging import (
     Factored,
@@ -138,7 +139,8 @@ HELD_OUT_SHARE = 1.0
 #: Floats of covariance work per chunk of examples: about 256 MiB of float64 on the
 #: CPU; on an accelerator, where a chunk is hundreds of small launches whatever its
 #: size, 2 GiB (H200, d = 49 on a 7 x 7 patch mask, 16 examples at 1,024
-#: evaluations: 119 ms in chunks of two examples, 24 ms in one; 0.4 GiB at most).
+#: evaluations: 119 ms in chunks of two examples, 24 ms in one; 0.4 GiB at most),
+#: or a quarter of the memory the device has left (walsh_kernel.work_floats).
 CHUNK_FLOATS = {"cpu": 32 * 1024 * 1024, "accelerator": 256 * 1024 * 1024}
 #: With more observed rows than this, the prior is chosen by the restricted
 #: likelihood on this many of them (evenly spaced over the sizes, and the full
@@ -360,8 +362,7 @@ def walsh_gp_posterior(
     if predict is not None:
         predict_signs = predict.to(torch.float64) * 2 - 1
         per_example += (MAX_ORDER + 1) * len(predict) * rows
-    budget = CHUNK_FLOATS["cpu" if values.device.type == "cpu" else "accelerator"]
-    chunk = max(1, budget // per_example)
+    chunk = max(1, work_floats(values.device, CHUNK_FLOATS) // per_example)
     parts = [
         posterior_parts(
             signs,

@@ -33,6 +33,21 @@ BUILD_CHUNK_ELEMENTS = 1 << 21
 ACCELERATOR_BUILD_ELEMENTS = 1 << 26
 
 
+def work_floats(device: torch.device, limits: dict[str, int]) -> int:
+    """Floats of work memory a step may take on ``device``: ``limits["cpu"]`` on the
+    CPU, else ``limits["accelerator"]``; on CUDA at most a quarter of what the caching
+    allocator can still hand out (the device's free memory and its own cached, unused
+    blocks), so that a model filling most of a smaller GPU leaves the process smaller
+    chunks instead of an out-of-memory error."""
+    if device.type == "cpu":
+        return limits["cpu"]
+    if device.type != "cuda":
+        return limits["accelerator"]
+    free, _ = torch.cuda.mem_get_info(device)
+    unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return max(1, min(limits["accelerator"], (free + unused) // (4 * 8)))
+
+
 def add_feature(sums: Tensor, weight: Tensor) -> None:
     """One feature into elementary symmetric sums ``(K + 1, ...)``, in place.
 
@@ -349,7 +364,8 @@ def built_covariances(signs: Tensor, relevance: Tensor, grid: Tensor, top: int) 
     rows = signs.shape[0]
     covariances = relevance.new_empty(*relevance.shape[:2], grid.shape[1], rows, rows)
     per_row = (top + 1) * relevance.shape[0] * relevance.shape[1] * rows
-    limit = BUILD_CHUNK_ELEMENTS if signs.device.type == "cpu" else ACCELERATOR_BUILD_ELEMENTS
+    limits = {"cpu": BUILD_CHUNK_ELEMENTS, "accelerator": ACCELERATOR_BUILD_ELEMENTS}
+    limit = work_floats(signs.device, limits)
     block = max(1, min(rows, limit // per_row))
     for start in range(0, rows, block):
         covariances[..., start : start + block, :] = weighted_agreement_sums(
