@@ -17,6 +17,8 @@ import functools
 import torch
 from torch import Tensor
 
+from ..engine.batching import available_memory
+
 #: Parities above this order are left out of the prior: each order costs a
 #: pass over the ``(pairs, pairs)`` covariance, and from order three on the
 #: likelihood mostly chose decays of 0.01-0.1 per two orders.
@@ -41,9 +43,9 @@ def work_floats(device: torch.device, limits: dict[str, int]) -> int:
     chunks instead of an out-of-memory error."""
     if device.type == "cpu":
         return limits["cpu"]
-    if device.type != "cuda":
+    free = available_memory(device)  # the driver's view: CUDA only
+    if free is None:
         return limits["accelerator"]
-    free, _ = torch.cuda.mem_get_info(device)
     unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     return max(1, min(limits["accelerator"], (free + unused) // (4 * 8)))
 
