@@ -22,9 +22,9 @@ tokens (256) and an answer of ``--answer`` tokens (8), explained in
   the full run would take longer than ``--captum-budget`` seconds;
 * ``LShapley(k=1)`` on a ``--long-prompt``-token prompt (1,024; 0 skips it).
 
-Reported per call: seconds per explanation (each method's second call, after
-one untimed call of its own; ``OwenValue``'s and the long prompt's are first
-calls), prompt rows scored (a forward's
+Reported per call: seconds per explanation (each method's second call; its
+first, printed beside, pays the new shapes of the shared prefix's paths;
+``OwenValue``'s and the long prompt's are first calls), prompt rows scored (a forward's
 rows at the prompt's length: one per coalition), rows per second, their share
 of the bare model's rows per second (one pass over prompt + answer, 64 rows
 per call), and the peak GPU memory. ``--table PATH`` appends the rows to the
@@ -209,14 +209,15 @@ def main() -> None:
     results: dict[str, tuple[float, int]] = {}
     print(f"{'call':44s} {'s':>8s} {'rows':>8s} {'rows/s':>9s} {'share':>6s} {'peak GiB':>8s}")
     for name, fn in cases.items():
+        first = None
         try:
             if not name.startswith("OwenValue"):
-                # one untimed call of its own: the shared prefix's paths meet new shapes
-                # (kernels, attention plans) on their first call, which the 16-token
-                # warm-up above (below MIN_PROMPT_TOKENS) never takes. Before this, the
-                # H200 timed the default LShapley at 2.07 s on its first call and the
-                # same code path (forward_in_tokens=False, next) at 0.91 s
-                fn()
+                # a first call of its own, timed apart: the shared prefix's paths meet
+                # new shapes (kernels, allocations) on their first call, which the
+                # 16-token warm-up above (below MIN_PROMPT_TOKENS) never takes. Before
+                # this, the H200 timed the default LShapley at 2.07 s on its first call
+                # and the same code path (forward_in_tokens=False, next) at 0.91 s
+                first = measure(fn, device)[0]
             rows[0] = 0
             seconds, peak = measure(fn, device)
         except Exception as error:  # a method built in parallel may not take this call yet
@@ -228,7 +229,7 @@ def main() -> None:
         peak_text = f"{peak:8.2f}" if peak is not None else "       -"
         print(
             f"{name:44s} {seconds:8.2f} {rows[0]:8,d} {rows[0] / seconds:9,.0f} {share:6.2f} "
-            f"{peak_text}"
+            f"{peak_text}" + (f"  (first call {first:.2f} s)" if first is not None else "")
         )
         captum = None
         if name == f"ShapleySampling({orderings} orderings)":
