@@ -17,11 +17,13 @@
 # installed one. Python packages the image lacks (captum, transformers, torchvision,
 # pytest, ...) are installed from wheels in .whl/ at the repository root
 # (pip --no-index --find-links .whl); without them it stops, naming what is missing.
-# Every step has a time limit (tests 100 s, resnet18 150 s, amortized 200 s, LLM
-# 240 s); a step that fails or times out is reported in the table and the others
-# still run. The resnet18 step profiles each default below 0.9 of the bare forward
-# (torch.profiler, in gpu_defaults.log); the amortized step fits the image explainer
-# on 20,000 images at 64 evaluations each and explains 200,000 images for throughput.
+# Every step has a time limit (tests 100 s, resnet18 150 s, the default's estimator
+# 60 s, amortized 200 s, LLM 240 s); a step that fails or times out is reported in the
+# table and the others still run. The resnet18 step profiles each default below 0.9 of
+# the bare forward (torch.profiler, in gpu_defaults.log); fit_profile.py times the
+# default's own estimator by phase and chunk size (gpu_fit_profile.log); the amortized
+# step fits the image explainer on 20,000 images at 64 evaluations each and explains
+# 200,000 images for throughput.
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -32,7 +34,7 @@ for arg in "$@"; do
     case "$arg" in
         --quick) quick="--quick" ;;
         --no-llm) llm=0 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) out="$arg" ;;
     esac
 done
@@ -100,6 +102,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $logs/gpu_NAM
 # -o addopts="": the image may lack pytest-xdist, and these few tests run in one process
 step tests 100 $PY -m pytest -o addopts="" -m cuda -ra -q -p no:cacheprovider tests/test_cuda.py
 step defaults 150 $PY benchmarks/gpu_defaults.py --device cuda --profile 0.9 --table "$out"
+step fit_profile 60 $PY benchmarks/fit_profile.py --device cuda --chunks 32,256,1024
 step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --images 20000 \
     --test-images 100 --throughput 200000
 [ "$llm" = 1 ] && step llm 240 $PY benchmarks/llm_scale.py --device cuda $quick --table "$out"
@@ -108,8 +111,8 @@ step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --ima
     echo
     echo "CUDA tests (tests/test_cuda.py): $(tail -n 1 "$logs/gpu_tests.log")"
     echo
-    grep -E "bare forward|token-by-token|Captum LLMAttribution|faster at equal|-token prompt:|Captum (sampling|kernel)|cross_contributions|device busy" \
-        "$logs/gpu_defaults.log" "$logs/gpu_llm.log" 2>/dev/null | sed 's/^[^:]*gpu_/- gpu_/'
+    grep -E "bare forward|token-by-token|Captum LLMAttribution|faster at equal|-token prompt:|Captum (sampling|kernel)|cross_contributions|device busy|PairedKernelShap \(default\)|chunks of" \
+        "$logs/gpu_defaults.log" "$logs/gpu_fit_profile.log" "$logs/gpu_llm.log" 2>/dev/null | sed 's/^[^:]*gpu_/- gpu_/'
     if [ -f "$logs/gpu_amortized.log" ]; then
         echo
         echo "Amortized image explainer (benchmarks/amortized.py --only images --device cuda):"
