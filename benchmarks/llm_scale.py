@@ -224,11 +224,12 @@ def main() -> None:
             print(f"{name:44s} failed: {type(error).__name__}: {error}"[:200])
             append_row(args.table, f"LLMShapley({name}): failed, {type(error).__name__}", 1)
             continue
-        results[name] = (seconds, rows[0])
-        share = rows[0] / seconds / bare
+        counted = rows[0]  # before Captum's run, which calls the same model
+        results[name] = (seconds, counted)
+        share = counted / seconds / bare
         peak_text = f"{peak:8.2f}" if peak is not None else "       -"
         print(
-            f"{name:44s} {seconds:8.2f} {rows[0]:8,d} {rows[0] / seconds:9,.0f} {share:6.2f} "
+            f"{name:44s} {seconds:8.2f} {counted:8,d} {counted / seconds:9,.0f} {share:6.2f} "
             f"{peak_text}" + (f"  (first call {first:.2f} s)" if first is not None else "")
         )
         captum = None
@@ -248,9 +249,9 @@ def main() -> None:
             f"LLMShapley({name}), Llama {parameters / 1e9:.2f}B {dtype}, prompt {prompt}, "
             f"answer {args.answer}",
             1,
-            rows[0],
+            counted,
             seconds,
-            rows[0] / seconds,
+            counted / seconds,
             share,
             captum,
             peak,
