@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from _timing import timed
 from torch import Tensor, nn
 
 import captum_graphshap.plans.walsh_gp as walsh_gp
@@ -79,15 +80,10 @@ def main() -> None:
         return run
 
     def milliseconds(run: Callable[[], Tensor]) -> tuple[float, Tensor]:
-        out = run()
-        sync()
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            out = run()
-            sync()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times) * 1e3, out
+        """Median of 3 calls after an untimed one, and the last call's estimate."""
+        outputs = [run()]
+        times = [timed(lambda: outputs.append(run()), device) for _ in range(3)]
+        return statistics.median(times) * 1e3, outputs[-1]
 
     print(f"d = {SIDE * SIDE} (a {SIDE} x {SIDE} patch mask), {EXAMPLES} examples x {BUDGET} "
           f"evaluations of a linear model on {device}; whole calls:")  # fmt: skip

@@ -35,14 +35,12 @@ from torch import Tensor
 
 from .._compat import host_to_device
 from .surrogates import all_triples, cubic_rows, odd_features
+from .walsh_kernel import NULL_EIGENVALUE
 
 #: rows of the design built at once (pairs per chunk x parameters x examples)
 CHUNK_ELEMENTS = 1 << 22
 #: a scaled Cholesky pivot below this (squared) means rank deficiency: pinv then
 PIVOT_FLOOR = 1e-10
-#: an eigenvalue of a reduced Gram below this share of its largest is a direction
-#: the pairs leave unseen (:func:`constrained_min_norm` splits it)
-UNSEEN_EIGENVALUE = 1e-11
 #: Grams from Walsh tables up to this many features (a table holds ``2^d`` entries
 #: per fold), when the transforms cost less than the products
 WALSH_MAX_FEATURES = 20
@@ -520,7 +518,9 @@ def constrained_min_norm(
     if linear is None or linear >= p:
         return solution
     values, vectors = torch.linalg.eigh(reduced)
-    floor = UNSEEN_EIGENVALUE * values[..., -1:].abs().clamp_min(torch.finfo(gram.dtype).tiny)
+    # eigenvalues of the reduced Gram below NULL_EIGENVALUE of its largest: directions
+    # the pairs leave unseen, which the split below assigns
+    floor = NULL_EIGENVALUE * values[..., -1:].abs().clamp_min(torch.finfo(gram.dtype).tiny)
     for row in range(len(solution)):  # rank-deficient systems only: few
         free = basis @ vectors[row][:, values[row] <= floor[row]]  # (p, f): unseen directions
         if free.shape[1] == 0:
@@ -536,7 +536,7 @@ def constrained_min_norm(
 def _null_space(matrix: Tensor) -> Tensor:
     """``(n, k)`` an orthonormal basis of the null space of ``matrix`` ``(m, n)``."""
     _, singular, right = torch.linalg.svd(matrix, full_matrices=True)
-    rank = int((singular > UNSEEN_EIGENVALUE**0.5 * singular[:1].clamp_min(1e-300)).sum())
+    rank = int((singular > NULL_EIGENVALUE**0.5 * singular[:1].clamp_min(1e-300)).sum())
     return right[rank:].T
 
 
