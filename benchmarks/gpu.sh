@@ -6,6 +6,7 @@
 #   GPU_TABLE=$OUT/gpu.md bash benchmarks/gpu.sh --quick
 #   bash benchmarks/gpu.sh                           # Captum's LLM run at every ordering
 #   bash benchmarks/gpu.sh --no-llm [TABLE.md]       # tests, defaults, amortized: ~5 minutes
+#   bash benchmarks/gpu.sh --quick --no-amortized    # tests, defaults, LLM: ~6 minutes
 #
 # The table goes to the argument, else $GPU_TABLE, else benchmarks/gpu_results/gpu.md;
 # each step's full output goes next to it (gpu_tests.log, gpu_defaults.log,
@@ -29,12 +30,14 @@ cd "$(dirname "$0")/.."
 root=$PWD
 quick=""
 llm=1
+amortized=1
 out="${GPU_TABLE:-}"
 for arg in "$@"; do
     case "$arg" in
         --quick) quick="--quick" ;;
         --no-llm) llm=0 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --no-amortized) amortized=0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) out="$arg" ;;
     esac
 done
@@ -103,7 +106,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $logs/gpu_NAM
 step tests 100 $PY -m pytest -o addopts="" -m cuda -ra -q -p no:cacheprovider tests/test_cuda.py
 step defaults 150 $PY benchmarks/gpu_defaults.py --device cuda --profile 0.9 --table "$out"
 step fit_profile 60 $PY benchmarks/fit_profile.py --device cuda --chunks 32,256,1024
-step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --images 20000 \
+[ "$amortized" = 1 ] && step amortized 200 $PY benchmarks/amortized.py --only images --device cuda --images 20000 \
     --test-images 100 --throughput 200000
 [ "$llm" = 1 ] && step llm 240 $PY benchmarks/llm_scale.py --device cuda $quick --table "$out"
 

@@ -168,6 +168,49 @@ def test_the_windows_of_a_patch_mask_give_the_cpu_result_on_the_gpu():
     assert torch.allclose(results["cpu"], results["cuda"], atol=1e-5 * float(scale), rtol=0)
 
 
+def test_a_nearly_full_gpu_gets_smaller_chunks_and_the_cpu_result():
+    """With 2 GiB of the device left, the process's chunks shrink to a quarter of what
+    is left (``walsh_kernel.work_floats``) instead of running out of memory, and the
+    default at d = 49 on a 7 x 7 patch mask still gives the CPU's values; once the
+    filler is freed, the allocator's cached block counts as room again."""
+    from captum_graphshap.plans import walsh_gp, walsh_kernel
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 14 * 14, 1)
+    ).double().eval()  # fmt: skip
+    rows = torch.arange(14)
+    mask = ((rows[:, None] // 2) * 7 + rows[None, :] // 2).view(1, 1, 14, 14)
+    x = torch.randn(16, 1, 14, 14, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+
+    def explain(device: str) -> torch.Tensor:
+        return cg.PairedKernelShap(model.to(device)).attribute(
+            x.to(device), target=0, feature_mask=mask.to(device), budget=1024,
+            generator=torch.Generator().manual_seed(0),
+        ).cpu()  # fmt: skip
+
+    want = explain("cpu")
+    explain("cuda")  # libraries' handles and workspaces exist before the device is filled
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info(CUDA)
+    room = 2 * 2**30
+    if free < 2 * room:
+        pytest.skip(f"only {free / 2**30:.1f} GiB free on this GPU")
+    filler = torch.empty(free - room, dtype=torch.uint8, device=CUDA)
+    floats = walsh_kernel.work_floats(CUDA, walsh_gp.CHUNK_FLOATS)
+    assert floats <= room // 32 < walsh_gp.CHUNK_FLOATS["accelerator"]
+    got = explain("cuda")
+    del filler  # cached by the allocator, not returned to the driver: still room
+    assert (
+        walsh_kernel.work_floats(CUDA, walsh_gp.CHUNK_FLOATS)
+        == walsh_gp.CHUNK_FLOATS["accelerator"]
+    )
+    torch.cuda.empty_cache()
+    apart = float((got - want).abs().max() / want.abs().max())
+    assert apart <= 1e-10, f"CPU and GPU {apart:.2e} apart (relative) in smaller chunks"
+
+
 @pytest.mark.parametrize("budget", [None, 30])
 def test_owen_values_give_the_cpu_result_on_the_gpu(budget):
     d = 10
