@@ -199,7 +199,8 @@ def test_a_nearly_full_gpu_gets_smaller_chunks_and_the_cpu_result():
         pytest.skip(f"only {free / 2**30:.1f} GiB free on this GPU")
     filler = torch.empty(free - room, dtype=torch.uint8, device=CUDA)
     floats = walsh_kernel.work_floats(CUDA, walsh_gp.CHUNK_FLOATS)
-    assert floats <= room // 32 < walsh_gp.CHUNK_FLOATS["accelerator"]
+    # the allocator rounds the filler's segment up: a few MiB more than ``room`` stay
+    assert floats <= (room + 2**26) // 32 < walsh_gp.CHUNK_FLOATS["accelerator"]
     got = explain("cuda")
     del filler  # cached by the allocator, not returned to the driver: still room
     assert (
