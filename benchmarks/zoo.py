@@ -672,27 +672,46 @@ class CheapGame(nn.Module):
         return z.sum(1) + (z[:, 1:] * z[:, :-1]).sum(1)
 
 
-def wall_times(peers: Peers, rounds: int = 3) -> list[str]:
+def default_seconds(d: int, budget: int, seed: int) -> float:
+    """One call of the default on :class:`CheapGame` with ``d`` features, in seconds."""
+    one = torch.ones(1, d)
+    start = time.perf_counter()
+    PairedKernelShap(CheapGame()).attribute(
+        one, torch.zeros_like(one), budget=budget, generator=torch.Generator().manual_seed(seed)
+    )
+    return time.perf_counter() - start
+
+
+def wall_times(peers: Peers, rounds: int = 3, repeats: int = 5) -> list[str]:
     """The default's wall time against kADDSHAP's on :class:`CheapGame`, medians of
-    ``rounds`` rounds that alternate the two (this host's speed drifts)."""
+    ``rounds`` rounds that alternate the two (this host's speed drifts).
+
+    Cold: one call each, after the other side's (each process idles meanwhile, and a
+    call after a pause runs slower on these machines). Warm: on each side one
+    untimed call, then the median of ``repeats`` back-to-back calls.
+    """
     lines = [
-        "| d | budget | default (s) | kADDSHAP (s) | default / kADDSHAP |",
-        "|---:|---:|---:|---:|---:|",
+        "| d | budget | default cold (s) | kADDSHAP cold (s) | cold ratio "
+        "| default warm (s) | kADDSHAP warm (s) | warm ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in (16, 32, 64):
         for budget in sorted({4 * d, 256, 1024}):
-            ours_times, peer_times = [], []
+            cold: tuple[list[float], list[float]] = ([], [])
+            warm: tuple[list[float], list[float]] = ([], [])
             for seed in range(rounds):
-                one = torch.ones(1, d)
-                start = time.perf_counter()
-                PairedKernelShap(CheapGame()).attribute(
-                    one, torch.zeros_like(one), budget=budget,
-                    generator=torch.Generator().manual_seed(seed),
-                )  # fmt: skip
-                ours_times.append(time.perf_counter() - start)
-                peer_times.append(peers.time("kADDSHAP", d, budget, 1))
-            mine, theirs = statistics.median(ours_times), statistics.median(peer_times)
-            lines.append(f"| {d} | {budget} | {mine:.3f} | {theirs:.3f} | {mine / theirs:.2f} |")
+                cold[0].append(default_seconds(d, budget, seed))
+                cold[1].append(peers.time("kADDSHAP", d, budget, 1))
+                default_seconds(d, budget, seed)
+                warm[0].append(
+                    statistics.median(default_seconds(d, budget, seed + r) for r in range(repeats))
+                )
+                warm[1].append(peers.time("kADDSHAP", d, budget, repeats))
+            times = [statistics.median(t) for t in (*cold, *warm)]
+            lines.append(
+                f"| {d} | {budget} | {times[0]:.4f} | {times[1]:.4f} | {times[0] / times[1]:.2f} "
+                f"| {times[2]:.4f} | {times[3]:.4f} | {times[2] / times[3]:.2f} |"
+            )
             print(lines[-1], flush=True)
     return lines
 
