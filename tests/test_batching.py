@@ -384,3 +384,17 @@ def test_superpixels_of_noise_warn_when_there_are_few_segments():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cg.SuperpixelGraph.from_segments(labels).num_nodes == 8
+
+
+def test_cuda_memory_counts_the_allocators_unused_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the memory a call may take is the driver's free memory plus the caching
+    allocator's reserved, unused blocks (a model's freed activations): the driver
+    alone says 1 GiB here, the allocator can hand out 5."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 6 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 2 * 2**30)
+    cuda = torch.device("cuda")
+    assert batching.available_memory(cuda) == 5 * 2**30
+    assert batching.input_bytes_cap(cuda) == int(5 * 2**30 * batching.MEMORY_FRACTION)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 2 * 2**30)
+    assert batching.input_bytes_cap(cuda) == int(2**30 * batching.MEMORY_FRACTION)

@@ -85,13 +85,19 @@ class CostForecast(UserWarning):
 
 
 def available_memory(device: torch.device) -> int | None:
-    """Bytes of memory free for new tensors on ``device`` (None when unknown)."""
+    """Bytes of memory free for new tensors on ``device`` (None when unknown).
+
+    On CUDA: the driver's free memory and the caching allocator's reserved but
+    unused blocks, which it hands out before asking the driver for more (the
+    driver alone counts a model's freed activations as taken).
+    """
     if device.type == "cuda":
         try:
             free, _ = torch.cuda.mem_get_info(device)
         except RuntimeError:  # pragma: no cover - no CUDA context
             return None
-        return int(free)
+        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int(free + unused)
     if device.type == "cpu":
         try:
             with open("/proc/meminfo") as info:

@@ -43,11 +43,10 @@ def work_floats(device: torch.device, limits: dict[str, int]) -> int:
     chunks instead of an out-of-memory error."""
     if device.type == "cpu":
         return limits["cpu"]
-    free = available_memory(device)  # the driver's view: CUDA only
+    free = available_memory(device)  # known on CUDA only off the CPU
     if free is None:
         return limits["accelerator"]
-    unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return max(1, min(limits["accelerator"], (free + unused) // (4 * 8)))
+    return max(1, min(limits["accelerator"], free // (4 * 8)))
 
 
 def add_feature(sums: Tensor, weight: Tensor) -> None:
