@@ -203,10 +203,8 @@ def test_a_nearly_full_gpu_gets_smaller_chunks_and_the_cpu_result():
     assert floats <= (room + 2**26) // 32 < walsh_gp.CHUNK_FLOATS["accelerator"]
     got = explain("cuda")
     del filler  # cached by the allocator, not returned to the driver: still room
-    assert (
-        walsh_kernel.work_floats(CUDA, walsh_gp.CHUNK_FLOATS)
-        == walsh_gp.CHUNK_FLOATS["accelerator"]
-    )
+    room_again = min(walsh_gp.CHUNK_FLOATS["accelerator"], (free - 2**26) // 32)
+    assert walsh_kernel.work_floats(CUDA, walsh_gp.CHUNK_FLOATS) >= room_again
     torch.cuda.empty_cache()
     apart = float((got - want).abs().max() / want.abs().max())
     assert apart <= 1e-10, f"CPU and GPU {apart:.2e} apart (relative) in smaller chunks"

@@ -43,7 +43,7 @@ def work_floats(device: torch.device, limits: dict[str, int]) -> int:
     chunks instead of an out-of-memory error."""
     if device.type == "cpu":
         return limits["cpu"]
-    free = available_memory(device)  # known on CUDA only off the CPU
+    free = available_memory(device)  # None on an accelerator other than CUDA
     if free is None:
         return limits["accelerator"]
     return max(1, min(limits["accelerator"], free // (4 * 8)))
