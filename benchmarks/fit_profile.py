@@ -124,7 +124,7 @@ def print_phases(run: Callable[[], Tensor], sync: Callable[[], None]) -> None:
     spent: dict[str, float] = {}
     saved = [(module, name, getattr(module, name)) for module, name in PHASES]
 
-    def timed(name: str, function: Callable[..., object]) -> Callable[..., object]:
+    def timing(name: str, function: Callable[..., object]) -> Callable[..., object]:
         def wrapper(*args: object, **kwargs: object) -> object:
             sync()
             start = time.perf_counter()
@@ -137,7 +137,7 @@ def print_phases(run: Callable[[], Tensor], sync: Callable[[], None]) -> None:
 
     try:
         for module, name, function in saved:
-            setattr(module, name, timed(name, function))
+            setattr(module, name, timing(name, function))
         run()
         spent.clear()
         start = time.perf_counter()

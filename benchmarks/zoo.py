@@ -69,6 +69,7 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _timing import timed
 from _zoo_peers_worker import read_array, send_array
 from estimators import FeatureGame, TokenTransformer, ours
 
@@ -677,11 +678,12 @@ class CheapGame(nn.Module):
 def default_seconds(d: int, budget: int, seed: int) -> float:
     """One call of the default on :class:`CheapGame` with ``d`` features, in seconds."""
     one = torch.ones(1, d)
-    start = time.perf_counter()
-    PairedKernelShap(CheapGame()).attribute(
-        one, torch.zeros_like(one), budget=budget, generator=torch.Generator().manual_seed(seed)
+    return timed(
+        lambda: PairedKernelShap(CheapGame()).attribute(
+            one, torch.zeros_like(one), budget=budget, generator=torch.Generator().manual_seed(seed)
+        ),
+        one.device,
     )
-    return time.perf_counter() - start
 
 
 def wall_times(peers: Peers, rounds: int = 3, repeats: int = 5) -> list[str]:

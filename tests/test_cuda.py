@@ -18,6 +18,7 @@ from torch import nn
 import captum_graphshap as cg
 from captum_graphshap.engine.coalition_game import prepare_game
 from captum_graphshap.engine.derivatives import hessian_cross_contributions
+from captum_graphshap.plans import walsh_gp, walsh_kernel
 
 from .test_contract import CLASSES, RANDOMISED, options_for
 
@@ -173,8 +174,6 @@ def test_a_nearly_full_gpu_gets_smaller_chunks_and_the_cpu_result():
     is left (``walsh_kernel.work_floats``) instead of running out of memory, and the
     default at d = 49 on a 7 x 7 patch mask still gives the CPU's values; once the
     filler is freed, the allocator's cached block counts as room again."""
-    from captum_graphshap.plans import walsh_gp, walsh_kernel
-
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 14 * 14, 1)
