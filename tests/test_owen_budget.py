@@ -61,6 +61,35 @@ def test_a_pair_beside_a_group_of_ten_spends_the_budget(budget):
         torch.testing.assert_close(result.attributions[0], WEIGHTS.double(), atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("nested", "d", "budget", "seed"),
+    [
+        ([[3, 2, [5, 0]], [4, 1]], 6, 18, 273),  # spent 14 before
+        ([1, 3, [4, 0], 2], 5, 24, 286),  # 19
+        ([[6, [5, 1], 0], [3, 4, 2]], 7, 22, 384),  # 17
+    ],
+)
+def test_what_a_sampled_item_keeps_for_inner_children_is_spent(nested, d, budget, seed):
+    # found by tests/test_fuzz.py's walk property on fresh draws: the items kept part of
+    # their share for children that only whole orderings produce, and no item was left
+    # to take the rest; the walk rounds those up to whole orderings now
+    hierarchy = Hierarchy.from_nested(nested, d)
+    weights = torch.randn(d, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    x = torch.randn(1, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    result = OwenValue(lambda z: z @ weights).attribute(
+        x,
+        target=1,
+        hierarchy=hierarchy,
+        budget=budget,
+        return_evaluations=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    assert int(result.n_evaluations[0]) == budget
+    # linear: every tree's Winter value is each feature's own term
+    expected = x[0] * weights[:, 1]
+    torch.testing.assert_close(result.attributions[0], expected, atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize(("d", "budget"), [(8, 51), (30, 100)])
 def test_a_flat_node_too_costly_to_enumerate_is_sampled_not_shared_equally(d, budget):
     weights = torch.linspace(-1.0, 2.0, d, dtype=torch.float64)

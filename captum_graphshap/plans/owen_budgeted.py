@@ -218,7 +218,14 @@ class _Walk:
         # so nothing is left for the children and the whole share is spent here
         spendable = torch.where(spendable < per_ordering, share, spendable)
         exact = (share >= full) | (split <= spendable + _SLACK)
-        rows = torch.where(exact, 0.0, torch.floor(spendable + _SLACK)).long()
+        prefixes = torch.floor(spendable + _SLACK)
+        # inner children get items only from whole orderings (a partial one's tail is
+        # shared), each resolved at children_cost at most. Where an example's items
+        # cannot take all it has left that way (no later item would: the rest goes
+        # unspent), its sampled items round up to whole orderings their shares cover,
+        # largest gain first, until they can
+        prefixes = _round_up_orderings(items, share, spendable, prefixes, remaining, exact, self)
+        rows = torch.where(exact, 0.0, prefixes).long()
         _top_up(items, share, remaining, split, self.children_cost[node] > 0, exact, rows)
         idle = torch.ones_like(remaining, dtype=torch.bool)
         idle[items.example[exact | (rows > 0)]] = False
@@ -264,6 +271,47 @@ class _Walk:
         local = node - self.forest.roots[self.forest.tree[node]]
         added = torch.as_tensor(amount, device=table.device).expand(example.shape[0])
         table.index_put_((example, local), added.long(), accumulate=True)
+
+
+def _round_up_orderings(
+    items: Items,
+    share: Tensor,
+    spendable: Tensor,
+    prefixes: Tensor,
+    remaining: Tensor,
+    exact: Tensor,
+    walk: _Walk,
+) -> Tensor:
+    """``prefixes`` with sampled items of inner children rounded up to whole orderings
+    where their example could not spend what it has left otherwise.
+
+    An item's capacity is what it and its children's items can spend: its full
+    cost when split exactly, else its prefixes plus ``children_cost`` per whole
+    ordering. Where an example's capacities fall short of its remainder, its
+    candidates (a whole ordering within the share) round up, largest gain
+    first, until the shortfall is covered.
+    """
+    node = items.node
+    children = walk.children_cost[node]
+    full = walk.full_cost[node]
+    step = (walk.forest.num_children[node] - 1).double().clamp(min=1)
+
+    def capacity(rows: Tensor) -> Tensor:
+        return torch.where(exact, full, rows + torch.floor(rows / step + _SLACK) * children)
+
+    deficit = remaining - _per_example(capacity(prefixes), items.example, remaining)
+    whole = torch.ceil(spendable / step - _SLACK) * step
+    candidate = (deficit[items.example] > _SLACK) & (children > 0) & ~exact
+    candidate &= (whole > prefixes) & (whole <= share + _SLACK)
+    if not bool(candidate.any()):
+        return prefixes
+    picked, example = _by_gain(items, candidate)
+    gained = (capacity(whole) - capacity(prefixes))[picked]
+    before = segment_cumsum(gained, example) - gained
+    taken = picked[before < deficit[example] - _SLACK]
+    rounded = prefixes.clone()
+    rounded[taken] = whole[taken]
+    return rounded
 
 
 def _priority(items: Items) -> Tensor:
