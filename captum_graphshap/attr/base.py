@@ -108,6 +108,9 @@ class GameAttribution(PerturbationAttribution):
     #: without changing the others (exact Shapley, permutations, SHEAR);
     #: otherwise they are dropped before planning
     exact_for_dummies: ClassVar[bool] = False
+    #: whether each example's features at their baseline are dropped before planning
+    #: (``attr/dummies.py``): classes whose values are the game's own Shapley values
+    drops_null_players: ClassVar[bool] = False
 
     def __init__(self, forward_func: Callable[..., Any]) -> None:
         """
@@ -320,8 +323,13 @@ class GameAttribution(PerturbationAttribution):
         """Explain the game, over the feature ids its masks use unless a graph method's."""
         if self.uses_graph_mask(options):
             return self.explain(game, options, show_progress)
+        state = _random_state(getattr(options, "generator", None), game.device)
         return explain_present_features(
-            game, lambda sub: self.explain(sub, options, show_progress), self.exact_for_dummies
+            game,
+            lambda sub: self.explain(sub, options, show_progress),
+            self.exact_for_dummies,
+            null_players=self.drops_null_players,
+            restart=lambda: _restore_random_state(state),
         )
 
     def _options(self, options: dict[str, Any]) -> Any:

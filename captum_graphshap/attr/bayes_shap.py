@@ -168,6 +168,7 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
     """
 
     Options = BayesShapOptions
+    drops_null_players = True
 
     def explain(
         self, game: CoalitionGame, options: BayesShapOptions, show_progress: bool

@@ -35,6 +35,7 @@ class ExactShapley(GameAttribution, captum_attr.ShapleyValues):
 
     progress_desc = "Shapley Values attribution"
     exact_for_dummies = True
+    drops_null_players = True
 
     def explain(self, game: CoalitionGame, options: Options, show_progress: bool) -> Outcome:
         plan = exact_shapley_plan(game.num_features, game.device)

@@ -193,6 +193,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
 
     progress_desc = "Shapley Value Sampling attribution"
     exact_for_dummies = True
+    drops_null_players = True
     Options = ShapleySamplingOptions
 
     def explain(

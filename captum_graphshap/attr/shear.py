@@ -136,6 +136,7 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
     # Eq. (14) gives a dummy exactly 0, the regression estimator only nearly:
     # feature ids an example does not use are dropped before planning
     exact_for_dummies = False
+    drops_null_players = True
     Options = ShearOptions
     renames = Renames(values={"estimator": {"regression": "cubic"}})
 

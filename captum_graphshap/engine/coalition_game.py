@@ -268,17 +268,21 @@ class CoalitionGame:
         )  # (U,) or (U, outputs)
         return totals if inverse is None else totals[inverse]
 
-    def restricted(self, examples: Tensor | None, ids: Tensor | None) -> CoalitionGame:
+    def restricted(
+        self, examples: Tensor | None, ids: Tensor | None, rest: int = -1
+    ) -> CoalitionGame:
         """The game of some examples (None: all) over some feature ids, renumbered ``0..``.
 
         Used to drop feature ids that occur nowhere (they are dummies), so
         estimators that are not exact for dummies (regressions, residual norms)
-        see only the features that exist. Calls no model; its evaluation count
-        starts at zero.
+        see only the features that exist, and features at their baseline (the
+        elements of other ids join new feature ``rest``: equal to every
+        background, they build the same rows either way). Calls no model; its
+        evaluation count starts at zero.
         """
         features = self.features if examples is None else self.features.select(examples)
         if ids is not None:
-            features = features.renumbered(ids)
+            features = features.renumbered(ids, rest)
         if examples is None:
             return dataclasses.replace(self, features=features, evaluations=torch.zeros(0))
         batch = self.batch_size

@@ -69,9 +69,10 @@ class FeatureMasks:
             out.scatter_(1, flat, True)
         return out
 
-    def renumbered(self, ids: Tensor) -> FeatureMasks:
-        """The masks with feature ``ids[k]`` renamed ``k`` (every used id must be in ``ids``)."""
-        lookup = torch.full((self.num_features,), -1, dtype=torch.long, device=ids.device)
+    def renumbered(self, ids: Tensor, rest: int = -1) -> FeatureMasks:
+        """The masks with feature ``ids[k]`` renamed ``k``, any other id ``rest`` (every
+        used id must be in ``ids`` unless ``rest`` names one of the new ids)."""
+        lookup = torch.full((self.num_features,), rest, dtype=torch.long, device=ids.device)
         lookup[ids] = torch.arange(ids.numel(), device=ids.device)
         masks = [lookup[m] for m in self.masks]
         return FeatureMasks(tuple(masks), int(ids.numel()), self.per_example, id_ranges(masks))

@@ -1,0 +1,160 @@
+"""Features at their baseline are null players: dropped per example, exact zeros.
+
+A feature equal to every background in every element builds the same rows in
+or out of a coalition, so its Shapley value is 0. The classes that explain the
+game's own Shapley values drop such features per example before planning
+(``attr/dummies.py``); their values are then those of the smaller game.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from captum.attr import ShapleyValues
+
+import captum_graphshap as cg
+
+DROPPING = [cg.ExactShapley, cg.ShapleySampling, cg.PairedKernelShap, cg.BayesShap, cg.Shear]
+SAMPLED = [c for c in DROPPING if c is not cg.ExactShapley]
+D = 8
+
+
+def mlp(d: int = D, outputs: int = 2, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, outputs)
+    ).double()
+
+
+def inputs_with_nulls() -> torch.Tensor:
+    """Four examples, each with its own features at the zero baseline (one with none,
+    one entirely at it)."""
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x[0, [1, 5]] = 0.0
+    x[1, [0, 2, 3]] = 0.0
+    x[3] = 0.0
+    return x
+
+
+def call(cls, model, x, **options):
+    if cls is not cg.ExactShapley:
+        options.setdefault("generator", torch.Generator().manual_seed(4))
+        options.setdefault("budget", 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls(model).attribute(x, target=1, **options)
+
+
+def values(result) -> torch.Tensor:
+    return result if isinstance(result, torch.Tensor) else result.attributions
+
+
+@pytest.mark.parametrize("cls", DROPPING, ids=lambda c: c.__name__)
+def test_a_feature_at_its_baseline_gets_exactly_zero(cls):
+    x = inputs_with_nulls()
+    phi = values(call(cls, mlp(), x))
+    assert torch.equal(phi[x == 0], torch.zeros_like(phi[x == 0]))
+    assert bool((phi[x != 0] != 0).all())
+    assert torch.equal(phi[3], torch.zeros(D, dtype=phi.dtype))  # the example at its baseline
+
+
+@pytest.mark.parametrize("cls", SAMPLED, ids=lambda c: c.__name__)
+def test_values_are_those_of_the_game_without_the_null_players(cls):
+    # the same draws over the varying features: exactly the smaller model's values
+    model = mlp()
+    x = inputs_with_nulls()[:1]
+    keep = torch.tensor([0, 2, 3, 4, 6, 7])
+
+    def smaller(z: torch.Tensor) -> torch.Tensor:
+        full = torch.zeros(z.shape[0], D, dtype=z.dtype)
+        full[:, keep] = z
+        return model(full)
+
+    phi = values(call(cls, model, x))
+    alone = values(call(cls, smaller, x[:, keep]))
+    torch.testing.assert_close(phi[:, keep], alone, rtol=0, atol=1e-12)
+
+
+def test_exact_shapley_spends_two_to_the_varying_features_and_matches_captum(monkeypatch):
+    model = mlp()
+    x = inputs_with_nulls()
+    result = cg.ExactShapley(model).attribute(x, target=1, return_evaluations=True)
+    varying = (x != 0).sum(1)
+    expected = torch.where(varying > 0, 2**varying, 2)  # an example at its baseline keeps one
+    assert result.n_evaluations.tolist() == expected.tolist()
+    captum = ShapleyValues(model).attribute(x, target=1)  # accumulates in float32
+    torch.testing.assert_close(result.attributions, captum.double(), rtol=0, atol=1e-4)
+    monkeypatch.setattr(cg.ExactShapley, "drops_null_players", False)
+    every_coalition = cg.ExactShapley(model).attribute(x, target=1, return_evaluations=True)
+    assert every_coalition.n_evaluations.tolist() == [2**D] * 4
+    torch.testing.assert_close(
+        result.attributions, every_coalition.attributions, rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("cls", SAMPLED, ids=lambda c: c.__name__)
+def test_an_example_gets_its_row_of_any_batch_whatever_the_others_null_players(cls):
+    model = mlp()
+    x = inputs_with_nulls()
+    batch = values(call(cls, model, x))
+    for i in range(4):
+        torch.testing.assert_close(
+            values(call(cls, model, x[i : i + 1]))[0], batch[i], rtol=0, atol=1e-12
+        )
+    order = [2, 0, 3, 1]
+    torch.testing.assert_close(values(call(cls, model, x[order])), batch[order], rtol=0, atol=1e-12)
+
+
+def test_a_feature_equal_to_one_reference_only_is_not_a_null_player():
+    # against two references, feature 0 equals the first and not the second
+    model = mlp()
+    x = inputs_with_nulls()[2:3].clone()
+    references = torch.zeros(2, D, dtype=torch.float64)
+    references[1, 0] = 1.0
+    x[0, 0] = 0.0
+    phi = cg.ExactShapley(model).attribute(x, target=1, references=references)
+    assert float(phi[0, 0]) != 0.0
+    references[1, 0] = 0.0  # now equal to both: null
+    phi = cg.ExactShapley(model).attribute(x, target=1, references=references)
+    assert float(phi[0, 0]) == 0.0
+
+
+def test_padding_tokens_at_the_baseline_get_zero_and_cost_nothing():
+    torch.manual_seed(0)
+    embedding = torch.nn.EmbeddingBag(12, 4, mode="sum", padding_idx=0)
+    head = torch.nn.Linear(4, 2)
+
+    def model(tokens: torch.Tensor) -> torch.Tensor:
+        return head(torch.tanh(embedding(tokens)))
+
+    tokens = torch.tensor([[5, 3, 9, 0, 0, 0], [7, 2, 4, 8, 11, 0]])
+    result = cg.ExactShapley(model).attribute(
+        tokens, baselines=0, target=0, return_evaluations=True
+    )
+    assert result.n_evaluations.tolist() == [2**3, 2**5]
+    assert torch.equal(result.attributions[tokens == 0], torch.zeros(4))
+
+
+def test_every_output_at_once_with_per_example_null_players():
+    model = mlp(outputs=3)
+    x = inputs_with_nulls()
+    every = cg.PairedKernelShap(model).attribute(
+        x, budget=200, generator=torch.Generator().manual_seed(2)
+    )
+    assert every.shape == (4, 3, D)
+    for target in range(3):
+        one = cg.PairedKernelShap(model).attribute(
+            x, target=target, budget=200, generator=torch.Generator().manual_seed(2)
+        )
+        torch.testing.assert_close(every[:, target], one, rtol=0, atol=1e-12)
+
+
+def test_graph_methods_keep_null_players():
+    # in Myerson's graph-restricted game a feature at its baseline still joins its
+    # neighbours' components: its value need not be 0, so graph classes do not drop it
+    model = mlp()
+    x = inputs_with_nulls()[1:2]
+    myerson = cg.MyersonValue(model).attribute(x, target=1)
+    assert float(myerson[0, 2].abs()) > 1e-6  # feature 2 is at the baseline, between 1 and 3
