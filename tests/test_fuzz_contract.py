@@ -15,30 +15,23 @@ must keep what no answer may break:
 * the same generator seed gives the same values;
 * a refusal is a ``ValueError`` or ``TypeError`` raised before any model call.
 
-Derandomised and few on CI, like ``test_fuzz.py``;
+Derandomised and few on CI, with ``test_fuzz.py``'s settings;
 ``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder with fresh draws.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import captum_graphshap as cg
 
-EXAMPLES = int(os.environ.get("GRAPHSHAP_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(
-    max_examples=EXAMPLES or 25,
-    deadline=None,
-    derandomize=not EXAMPLES,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
 
 #: (class, options, efficient, budgeted, null): cheap settings for at most 8 features;
 #: ``null``: what a feature at its baseline gets, "zero" (dropped before planning),
