@@ -62,7 +62,7 @@ class PairedKernelShapOptions(Options):
             :func:`~captum_graphshap.plans.walsh_gp.auto_walsh_gp`), and
             from 33 to 96 features from ``4 d`` pairs (``8 d + 2``
             evaluations) on; otherwise above 32 features antithetic
-            permutations up to there (below ``12 d`` evaluations beyond
+            permutations up to there (below ``32 d`` evaluations beyond
             96 features) and ``"cubic"`` from there,
             with a fixed share of its triples instead of a cross-validated
             count (as accurate on the models measured, at a tenth of the
@@ -116,16 +116,15 @@ KERNEL_ESTIMATORS: tuple[str, ...] = (
 #: "Constants and their measurements"; measured at d = 10-16).
 AUTO_PERMUTATIONS_BELOW = 6
 #: From :data:`WIDE_FEATURES` features on, the crossover is at this many
-#: evaluations per feature instead: on benchmarks/wide.py's games (seed
-#: 803612) the cubic fit at 10 per feature was 3.7x the permutations' error on
-#: a ViT over 196 patches (0.55 against 0.15, and worse than at 2.6 per
-#: feature), 1.1-1.3x on a 49-patch CNN and 52 superpixels; from 31 per
-#: feature on it was 0.71-0.87x. (At 7.6 per feature on 67 superpixels the
-#: cubic fit was better, 0.55x: the one cell this rule loses.) No per-feature
-#: threshold suits every game: on a max game at d = 96 the cubic fit stays
-#: 2.3x the permutations' error up to 48 per feature, so the handover at 12
-#: still raises the error there (1.18 at 11 d, 2.74 at 16 d).
-AUTO_PERMUTATIONS_BELOW_WIDE = 12
+#: evaluations per feature instead (it matters beyond the process's 96 features):
+#: on benchmarks/wide.py's games the cubic fit was 3.7x the permutations' error
+#: on a ViT over 196 patches at 10 per feature (seed 803612: 0.55 against 0.15)
+#: and 3.5x on one over its about 147 tokens off the baseline at 14 per feature
+#: (seed 214803: 0.339 against 0.097; the handover at 12 took the cubic fit
+#: there), 1.1-1.3x on a 49-patch CNN and 52 superpixels at 10; from 31 per
+#: feature on it was 0.71-0.87x. On a max game at d = 96 the cubic fit stays
+#: 2.3x the permutations' error up to 48 per feature.
+AUTO_PERMUTATIONS_BELOW_WIDE = 32
 WIDE_FEATURES = 48
 #: From 33 features to :data:`WIDE_FEATURES`, antithetic permutations up to where
 #: the process starts (``8 d``), not the cubic fit from ``6 d``: in the 19 zoo cells
