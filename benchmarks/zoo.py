@@ -424,6 +424,8 @@ CANDIDATES: dict[str, dict[tuple[object, str], object]] = {
     "before: cubic from 6 d": {(auto_rule, "AUTO_PERMUTATIONS_BELOW_MIDDLE"): 6},
     # the process's relevance powers before 2026-11-28's runs J-L: 1 and 2
     "before: relevance powers 1 and 2": {(walsh_gp, "RELEVANCE_POWERS"): (1.0, 2.0)},
+    # before 2026-11-28: features at the baseline kept (attr/dummies.py)
+    "before: null players kept": {(PairedKernelShap, "drops_null_players"): False},
 }
 
 
