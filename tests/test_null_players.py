@@ -8,6 +8,7 @@ game's own Shapley values drop such features per example before planning
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -15,6 +16,8 @@ import torch
 from captum.attr import ShapleyValues
 
 import captum_graphshap as cg
+from captum_graphshap.engine.features import format_feature_mask
+from captum_graphshap.plans.local_windows import feature_windows
 
 DROPPING = [cg.ExactShapley, cg.ShapleySampling, cg.PairedKernelShap, cg.BayesShap, cg.Shear]
 SAMPLED = [c for c in DROPPING if c is not cg.ExactShapley]
@@ -158,3 +161,22 @@ def test_graph_methods_keep_null_players():
     x = inputs_with_nulls()[1:2]
     myerson = cg.MyersonValue(model).attribute(x, target=1)
     assert float(myerson[0, 2].abs()) > 1e-6  # feature 2 is at the baseline, between 1 and 3
+
+
+def test_the_local_windows_see_the_kept_patches_where_they_are():
+    # a 4 x 4 grid of patches without its middle 2 x 2 block: the restricted game's mask
+    # gives the dropped patches' pixels to its first feature (the rows are the same), but
+    # the windows are read from the layout with those pixels out (FeatureMasks.geometry)
+    rows = torch.arange(8)
+    mask = ((rows[:, None] // 2) * 4 + rows[None, :] // 2).view(1, 1, 8, 8)
+    features = format_feature_mask(mask, (torch.zeros(1, 1, 8, 8),))
+    kept = torch.tensor([i for i in range(16) if i not in (5, 6, 9, 10)])
+    restricted = features.renumbered(kept, 0)
+    assert bool((restricted.masks[0][0, 0, 2:6, 2:6] == 0).all())
+    assert bool((restricted.geometry[0][0, 0, 2:6, 2:6] == -1).all())
+    windows = feature_windows(restricted)
+    # the corner patch 0 neighbours patches 1, 2, 4 and 8 of the grid (renumbered 0, 1,
+    # 2, 4, 6), not the far corner; with the middle merged into it, it reached 9 of 12
+    assert windows[0] == (0, 1, 2, 4, 6)
+    merged = feature_windows(dataclasses.replace(restricted, geometry=None))
+    assert len(merged[0]) == 9

@@ -13,8 +13,8 @@ player: no coalition's value depends on it, so its Shapley value is 0. Classes
 that explain Shapley values of the game itself (not of a graph- or
 hierarchy-restricted one) drop such features per example too, as SHAP's
 ``KernelExplainer`` does: the estimators then spend the budget on the features
-that vary (with 6 of 16 features at the baseline, the default's error fell to
-0.32-0.67x), and the null players get exact zeros instead of noise.
+that vary (with 6 of 16 features at the baseline the default's error fell to
+0.31-0.61x, benchmarks/null_players.py), and the null players get exact zeros.
 """
 
 from __future__ import annotations

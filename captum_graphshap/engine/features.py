@@ -9,6 +9,7 @@ other feature's value).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,10 @@ class FeatureMasks:
     #: default), else None: the engine then slices coalitions instead of
     #: gathering them
     id_ranges: tuple[tuple[int, int] | None, ...]
+    #: where the masks merge dropped features' elements into a kept one
+    #: (:meth:`renumbered` with ``rest``), the masks with -1 there instead: the
+    #: layout the local windows are read from (``plans/local_windows.py``)
+    geometry: tuple[Tensor, ...] | None = None
 
     def features_per_example(self) -> Tensor:
         """``(N or 1,)`` count of features of each example: its largest id + 1."""
@@ -71,21 +76,28 @@ class FeatureMasks:
 
     def renumbered(self, ids: Tensor, rest: int = -1) -> FeatureMasks:
         """The masks with feature ``ids[k]`` renamed ``k``, any other id ``rest`` (every
-        used id must be in ``ids`` unless ``rest`` names one of the new ids)."""
-        lookup = torch.full((self.num_features,), rest, dtype=torch.long, device=ids.device)
+        used id must be in ``ids`` unless ``rest`` names one of the new ids; then
+        :attr:`geometry` keeps -1 there)."""
+        lookup = torch.full((self.num_features,), -1, dtype=torch.long, device=ids.device)
         lookup[ids] = torch.arange(ids.numel(), device=ids.device)
-        masks = [lookup[m] for m in self.masks]
-        return FeatureMasks(tuple(masks), int(ids.numel()), self.per_example, id_ranges(masks))
+        layout = tuple(lookup[m] for m in self.masks)
+        if rest == -1:
+            return FeatureMasks(layout, int(ids.numel()), self.per_example, id_ranges(layout))
+        masks = tuple(torch.where(m < 0, rest, m) for m in layout)
+        return FeatureMasks(masks, int(ids.numel()), self.per_example, id_ranges(masks), layout)
 
     def select(self, examples: Tensor) -> FeatureMasks:
         """The masks of some examples (per-example masks are indexed, shared ones kept)."""
         if not self.per_example:
             return self
-        masks = [m[examples] for m in self.masks]
         per_example = examples.numel() > 1
-        if not per_example:
-            masks = [m[:1] for m in masks]
-        return FeatureMasks(tuple(masks), self.num_features, per_example, id_ranges(masks))
+
+        def pick(masks: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+            return tuple(m[examples] if per_example else m[examples][:1] for m in masks)
+
+        masks = pick(self.masks)
+        geometry = None if self.geometry is None else pick(self.geometry)
+        return FeatureMasks(masks, self.num_features, per_example, id_ranges(masks), geometry)
 
     def scatter(
         self, per_feature: Tensor, inputs: tuple[Tensor, ...], dtype: torch.dtype
@@ -200,7 +212,7 @@ def _checked_mask(mask: Any, tensor: Tensor, label: str, batch: int) -> Tensor:
 
 
 def _mask_summary(
-    masks: list[Tensor],
+    masks: Sequence[Tensor],
 ) -> list[tuple[int, int, tuple[int, int] | None]]:
     """Per mask: its smallest and largest id (0 and -1 when empty) and, when it is shared
     and numbers its elements ``start, start + 1, ...`` in order, ``(start, stop)``.
@@ -225,7 +237,7 @@ def _mask_summary(
     ]
 
 
-def id_ranges(masks: list[Tensor]) -> tuple[tuple[int, int] | None, ...]:
+def id_ranges(masks: Sequence[Tensor]) -> tuple[tuple[int, int] | None, ...]:
     """Per mask, ``(start, stop)`` when it is shared and numbers its elements in order."""
     return tuple(span for _, _, span in _mask_summary(masks))
 

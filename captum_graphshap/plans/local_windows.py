@@ -47,12 +47,14 @@ def feature_windows(features: FeatureMasks | None) -> Windows | None:
     :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features."""
     if features is None or features.per_example or features.num_features < LOCAL_MIN_FEATURES:
         return None
-    return mask_windows(features.masks, features.num_features)
+    layout = features.masks if features.geometry is None else features.geometry
+    return mask_windows(layout, features.num_features)
 
 
 def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
     """The windows of ``num_features`` features from masks ``(1, *S)`` shared by the
-    batch (ids ``0..num_features - 1``; features in different masks never touch).
+    batch (ids ``0..num_features - 1``, -1 for elements of no feature; features in
+    different masks never touch).
 
     The touching elements are counted on the host (one copy of each mask), as the
     graph methods' regions are (:func:`~captum_graphshap.graphs.edges.region_edges`).
@@ -61,6 +63,7 @@ def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
     contacts = np.zeros(d * d, dtype=np.int64)
     for mask in masks:
         pairs = region_edges(mask[0].long().cpu().numpy(), diagonals=True)
+        pairs = pairs[(pairs >= 0).all(axis=1)]  # -1: a dropped feature's elements
         low, high = pairs.min(axis=1), pairs.max(axis=1)
         contacts += np.bincount(low * d + high, minlength=d * d)
     table = contacts.reshape(d, d)
