@@ -13,6 +13,8 @@ must keep what no answer may break:
 * the efficient classes add up to ``f(x) - f(baseline)``;
 * no example costs more model rows than ``budget=``;
 * the same generator seed gives the same values;
+* an example explained alone gets its row of the batch, whatever features the
+  other examples have at the baseline (the batch is explained in groups);
 * a refusal is a ``ValueError`` or ``TypeError`` raised before any model call.
 
 Derandomised and few on CI, with ``test_fuzz.py``'s settings;
@@ -261,3 +263,46 @@ def test_a_refusal_comes_before_any_model_call(name):
     cls, options, _, _, _ = CLASSES[name]
     with pytest.raises((ValueError, TypeError)):
         cls(model).attribute(x, target=[0, 1, 2], **options)
+
+
+@FUZZ
+@given(
+    data=st.data(),
+    name=st.sampled_from(RANDOMISED),
+    batch=st.integers(2, 4),
+    elements=st.integers(2, 8),
+    budget=st.one_of(st.none(), st.integers(20, 200)),
+    seed=st.integers(0, 2**16),
+)
+def test_an_example_gets_its_row_whatever_the_others_features_at_the_baseline(
+    data, name, batch, elements, budget, seed
+):
+    # each example with its own features at the baseline: the batch is explained in
+    # groups, one per distinct set, and each group's draws start where the call's did
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, elements, generator=g, dtype=torch.float64)
+    per_example = data.draw(st.booleans())
+    base = torch.randn(batch if per_example else 1, elements, generator=g, dtype=torch.float64)
+    owner = torch.tensor(_mask_ids(data.draw, elements)) if data.draw(st.booleans()) else None
+    for row in range(batch):
+        null = data.draw(st.lists(st.booleans(), min_size=elements, max_size=elements))
+        chosen = torch.tensor(null)
+        x[row, chosen] = base[row if per_example else 0, chosen]
+    model = Model(elements, seed)
+    case = Case((x,), None if owner is None else (owner.view(1, -1),), base, 1, [], 0)
+
+    def explain(rows: slice) -> torch.Tensor:
+        sub = Case((x[rows],), case.mask, base[rows] if per_example else base, 1, [], 0)
+        try:
+            return _call(name, model, sub, budget, seed).attributions
+        except (ValueError, TypeError):
+            return torch.full_like(x[rows], torch.nan)
+
+    whole = explain(slice(None))
+    alone = torch.cat([explain(slice(row, row + 1)) for row in range(batch)])
+    if bool(whole.isnan().all()):
+        # a budget too small for one example's features refuses the batch (the others
+        # alone may fit: fewer features vary there)
+        assert bool(alone.isnan().all(dim=1).any()), name
+        return
+    torch.testing.assert_close(alone, whole, rtol=0, atol=1e-10)
