@@ -87,8 +87,12 @@ def test_exact_shapley_spends_two_to_the_varying_features_and_matches_captum(mon
     varying = (x != 0).sum(1)
     expected = torch.where(varying > 0, 2**varying, 2)  # an example at its baseline keeps one
     assert result.n_evaluations.tolist() == expected.tolist()
-    captum = ShapleyValues(model).attribute(x, target=1)  # accumulates in float32
-    torch.testing.assert_close(result.attributions, captum.double(), rtol=0, atol=1e-4)
+    # Captum's exact class enumerates the d! orderings: on five features here
+    small, z = mlp(d=5), x[:2, :5]
+    captum = ShapleyValues(small).attribute(z, target=1)  # accumulates in float32
+    ours = cg.ExactShapley(small).attribute(z, target=1)
+    torch.testing.assert_close(ours, captum.double(), rtol=0, atol=1e-4)
+    assert bool((ours[z == 0] == 0).all()) and bool((z == 0).any())
     monkeypatch.setattr(cg.ExactShapley, "drops_null_players", False)
     every_coalition = cg.ExactShapley(model).attribute(x, target=1, return_evaluations=True)
     assert every_coalition.n_evaluations.tolist() == [2**D] * 4
@@ -180,3 +184,12 @@ def test_the_local_windows_see_the_kept_patches_where_they_are():
     assert windows[0] == (0, 1, 2, 4, 6)
     merged = feature_windows(dataclasses.replace(restricted, geometry=None))
     assert len(merged[0]) == 9
+
+
+def test_a_refusal_says_its_d_counts_the_features_that_vary():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.randn(1, 5)
+    x[0, :2] = 0.0
+    with pytest.raises(ValueError, match=r"d = 3 features.*the 3 of 5 features that vary"):
+        cg.Shear(model).attribute(x, target=0, budget=20)

@@ -70,7 +70,19 @@ def explain_present_features(
         examples = None if groups.shape[0] == 1 else (which == group).nonzero()[:, 0]
         ids = used.nonzero()[:, 0]
         sub = game.restricted(examples, ids, 0 if null_players else -1)
-        outcome = explain(sub)
+        try:
+            outcome = explain(sub)
+        except ValueError as error:
+            dropped = sub.num_features < game.num_features
+            if null_players and dropped and error.args and isinstance(error.args[0], str):
+                # its d is the group's: say why it is not the mask's
+                error.args = (
+                    f"{error.args[0]} (d counts the {sub.num_features} of "
+                    f"{game.num_features} features that vary from the baseline in "
+                    "these examples: features at their baseline are left out)",
+                    *error.args[1:],
+                )
+            raise
         rows = slice(None) if examples is None else examples
         game.evaluations[rows] += sub.evaluations
         parts.append((examples, ids, outcome))
