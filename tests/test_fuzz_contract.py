@@ -65,14 +65,14 @@ class Case:
 
 
 class Model(torch.nn.Module):
-    """A tanh MLP over every input element, three outputs; counts rows, float64 inside."""
+    """A tanh MLP over every input element, three outputs, float64 inside; with
+    ``refuse`` set, any call fails the test."""
 
     def __init__(self, elements: int, seed: int) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         self.hidden = torch.randn(elements, 12, generator=g, dtype=torch.float64) / elements**0.5
         self.head = torch.randn(12, 3, generator=g, dtype=torch.float64)
-        self.rows = torch.zeros(0, dtype=torch.long)
         self.refuse = False
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -289,10 +289,10 @@ def test_an_example_gets_its_row_whatever_the_others_features_at_the_baseline(
         chosen = torch.tensor(null)
         x[row, chosen] = base[row if per_example else 0, chosen]
     model = Model(elements, seed)
-    case = Case((x,), None if owner is None else (owner.view(1, -1),), base, 1, [], 0)
+    mask = None if owner is None else (owner.view(1, -1),)
 
     def explain(rows: slice) -> torch.Tensor:
-        sub = Case((x[rows],), case.mask, base[rows] if per_example else base, 1, [], 0)
+        sub = Case((x[rows],), mask, base[rows] if per_example else base, 1, [], 0)
         try:
             return _call(name, model, sub, budget, seed).attributions
         except (ValueError, TypeError):
