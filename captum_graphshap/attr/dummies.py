@@ -97,12 +97,15 @@ def varying_features(game: CoalitionGame) -> Tensor:
     """
     batch = game.batch_size
     counts = torch.zeros(batch, game.num_features, dtype=torch.long, device=game.device)
-    for inputs, backgrounds, mask in zip(game.inputs, game.backgrounds, game.features.masks):
-        differs = torch.zeros(inputs.shape, dtype=torch.bool, device=inputs.device)
-        for background in backgrounds:  # one reference at a time: no (B, N, ...) temporary
-            differs |= inputs != background
-        ids = mask.expand(inputs.shape).reshape(batch, -1)
-        counts.scatter_add_(1, ids, differs.reshape(batch, -1).long())
+    # one reference at a time (no (B, N, ...) temporary), stopping once every feature
+    # varies: with a background set that is after the first in practice
+    for reference in range(game.num_references):
+        for inputs, backgrounds, mask in zip(game.inputs, game.backgrounds, game.features.masks):
+            differs = inputs != backgrounds[reference]
+            ids = mask.expand(inputs.shape).reshape(batch, -1)
+            counts.scatter_add_(1, ids, differs.reshape(batch, -1).long())
+        if reference + 1 < game.num_references and bool((counts > 0).all()):
+            break
     return counts > 0
 
 
