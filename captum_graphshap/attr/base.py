@@ -307,7 +307,7 @@ class GameAttribution(PerturbationAttribution):
         """
         state = _random_state(getattr(options, "generator", None), game.device)
         try:
-            return self._explain_features(game, options, show_progress)
+            return self._explain_features(game, options, show_progress, state)
         except MultipleOutputs as multiple:
             shape = multiple.shape
         game.outputs = math.prod(shape)
@@ -316,14 +316,16 @@ class GameAttribution(PerturbationAttribution):
             _restore_random_state(state)
             game.output_index = index
             game.tape_position = 0
-            outcomes.append(self._explain_features(game, options, show_progress))
+            outcomes.append(self._explain_features(game, options, show_progress, state))
         return stack_outcomes(outcomes, shape)
 
-    def _explain_features(self, game: CoalitionGame, options: Any, show_progress: bool) -> Outcome:
-        """Explain the game, over the feature ids its masks use unless a graph method's."""
+    def _explain_features(
+        self, game: CoalitionGame, options: Any, show_progress: bool, state: tuple[Any, ...]
+    ) -> Outcome:
+        """Explain the game, over the feature ids its masks use unless a graph method's;
+        ``state``: the random state the run starts from (each group restarts there)."""
         if self.uses_graph_mask(options):
             return self.explain(game, options, show_progress)
-        state = _random_state(getattr(options, "generator", None), game.device)
         return explain_present_features(
             game,
             lambda sub: self.explain(sub, options, show_progress),
