@@ -20,7 +20,8 @@ Prints the relative error ``||phi - phi_exact|| / ||phi_exact||`` (mean over
 examples) and the ratio with / without. ``--timing``: the cost of the groups
 instead (examples with different sets are explained one group per set): 200
 examples of a cheap ReLU MLP with 12 features, none or 30% of the entries at
-the zero baseline, each class with the drop on and off, medians of 3 calls.
+the zero baseline, each class with the drop on and off in 3 rotating rounds
+(``_timing.rotating_rounds``; medians, and the median ratio).
 
     python benchmarks/null_players.py [--null 6] [--models 12] [--digits 20] [--timing]
 """
@@ -29,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
+from functools import partial
+from unittest.mock import patch
 
 import torch
+from _timing import median_ratio, rotating_rounds
 from estimators import digits
 from torch import nn
 
@@ -40,25 +43,21 @@ from captum_graphshap import ExactShapley, PairedKernelShap, ShapleySampling
 
 CLASSES = (PairedKernelShap, ShapleySampling)
 BUDGETS = (48, 64, 128, 256)
+CPU = torch.device("cpu")
 
 
 def errors(model, x, baseline, mask, target, exact, cls, budget, seed, drop) -> list[float]:
     """Each example's relative error of ``cls`` at ``budget`` with the drop on or off."""
-    before = cls.drops_null_players
-    cls.drops_null_players = drop
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            phi = cls(model).attribute(
-                x,
-                baselines=baseline,
-                target=target,
-                feature_mask=mask,
-                budget=budget,
-                generator=torch.Generator().manual_seed(seed),
-            )
-    finally:
-        cls.drops_null_players = before
+    with patch.object(cls, "drops_null_players", drop), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        phi = cls(model).attribute(
+            x,
+            baselines=baseline,
+            target=target,
+            feature_mask=mask,
+            budget=budget,
+            generator=torch.Generator().manual_seed(seed),
+        )
     flat, reference = phi.flatten(1).double(), exact.flatten(1).double()
     return ((flat - reference).norm(dim=1) / reference.norm(dim=1)).tolist()
 
@@ -113,6 +112,15 @@ def report(name: str, cases: list[tuple]) -> None:
             print(f"  {cls.__name__:16s} budget {budget:4d}: {off:.4f} -> {on:.4f} ({ratio:.2f}x)")
 
 
+def attribute_with(cls: type, drop: bool, model: nn.Module, x: torch.Tensor, options: dict) -> None:
+    """One call of ``cls`` with the drop on or off (seeded where it draws)."""
+    extra = dict(options)
+    if cls is not ExactShapley:
+        extra["generator"] = torch.Generator().manual_seed(0)
+    with patch.object(cls, "drops_null_players", drop):
+        cls(model).attribute(x, target=0, **extra)
+
+
 def timing() -> None:
     """Wall time of 200 examples with the drop on and off (a cheap model: the groups'
     fixed cost shows)."""
@@ -129,25 +137,15 @@ def timing() -> None:
         x[torch.rand(200, 12) < share] = 0.0
         groups = len(torch.unique(x != 0, dim=0))
         for cls, options in calls:
-            seconds = []
-            for drop in (False, True):
-                before = cls.drops_null_players
-                cls.drops_null_players = drop
-                try:
-                    runs = []
-                    for seed in range(3):
-                        extra = dict(options)
-                        if cls is not ExactShapley:
-                            extra["generator"] = torch.Generator().manual_seed(seed)
-                        start = time.perf_counter()
-                        cls(model).attribute(x, target=0, **extra)
-                        runs.append(time.perf_counter() - start)
-                finally:
-                    cls.drops_null_players = before
-                seconds.append(statistics.median(runs))
+            contenders = {
+                name: partial(attribute_with, cls, drop, model, x, options)
+                for name, drop in (("off", False), ("on", True))
+            }
+            times = rotating_rounds(contenders, 3, CPU)
+            off, on = statistics.median(times["off"]), statistics.median(times["on"])
             print(
                 f"{share:.0%} at the baseline ({groups} sets) {cls.__name__} {options}: "
-                f"off {seconds[0]:.3f} s, on {seconds[1]:.3f} s ({seconds[1] / seconds[0]:.2f}x)"
+                f"off {off:.3f} s, on {on:.3f} s ({median_ratio(times, 'on', 'off'):.2f}x)"
             )
 
 

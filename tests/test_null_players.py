@@ -19,16 +19,11 @@ import captum_graphshap as cg
 from captum_graphshap.engine.features import format_feature_mask
 from captum_graphshap.plans.local_windows import feature_windows
 
+from .reference import mlp
+
 DROPPING = [cg.ExactShapley, cg.ShapleySampling, cg.PairedKernelShap, cg.BayesShap, cg.Shear]
 SAMPLED = [c for c in DROPPING if c is not cg.ExactShapley]
 D = 8
-
-
-def mlp(d: int = D, outputs: int = 2, seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(
-        torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, outputs)
-    ).double()
 
 
 def inputs_with_nulls() -> torch.Tensor:
@@ -57,7 +52,7 @@ def values(result) -> torch.Tensor:
 @pytest.mark.parametrize("cls", DROPPING, ids=lambda c: c.__name__)
 def test_a_feature_at_its_baseline_gets_exactly_zero(cls):
     x = inputs_with_nulls()
-    phi = values(call(cls, mlp(), x))
+    phi = values(call(cls, mlp(D, 2, dtype=torch.float64), x))
     assert torch.equal(phi[x == 0], torch.zeros_like(phi[x == 0]))
     assert bool((phi[x != 0] != 0).all())
     assert torch.equal(phi[3], torch.zeros(D, dtype=phi.dtype))  # the example at its baseline
@@ -66,7 +61,7 @@ def test_a_feature_at_its_baseline_gets_exactly_zero(cls):
 @pytest.mark.parametrize("cls", SAMPLED, ids=lambda c: c.__name__)
 def test_values_are_those_of_the_game_without_the_null_players(cls):
     # the same draws over the varying features: exactly the smaller model's values
-    model = mlp()
+    model = mlp(D, 2, dtype=torch.float64)
     x = inputs_with_nulls()[:1]
     keep = torch.tensor([0, 2, 3, 4, 6, 7])
 
@@ -81,14 +76,14 @@ def test_values_are_those_of_the_game_without_the_null_players(cls):
 
 
 def test_exact_shapley_spends_two_to_the_varying_features_and_matches_captum(monkeypatch):
-    model = mlp()
+    model = mlp(D, 2, dtype=torch.float64)
     x = inputs_with_nulls()
     result = cg.ExactShapley(model).attribute(x, target=1, return_evaluations=True)
     varying = (x != 0).sum(1)
     expected = torch.where(varying > 0, 2**varying, 2)  # an example at its baseline keeps one
     assert result.n_evaluations.tolist() == expected.tolist()
     # Captum's exact class enumerates the d! orderings: on five features here
-    small, z = mlp(d=5), x[:2, :5]
+    small, z = mlp(5, 2, dtype=torch.float64), x[:2, :5]
     captum = ShapleyValues(small).attribute(z, target=1)  # accumulates in float32
     ours = cg.ExactShapley(small).attribute(z, target=1)
     torch.testing.assert_close(ours, captum.double(), rtol=0, atol=1e-4)
@@ -103,7 +98,7 @@ def test_exact_shapley_spends_two_to_the_varying_features_and_matches_captum(mon
 
 @pytest.mark.parametrize("cls", SAMPLED, ids=lambda c: c.__name__)
 def test_an_example_gets_its_row_of_any_batch_whatever_the_others_null_players(cls):
-    model = mlp()
+    model = mlp(D, 2, dtype=torch.float64)
     x = inputs_with_nulls()
     batch = values(call(cls, model, x))
     for i in range(4):
@@ -116,7 +111,7 @@ def test_an_example_gets_its_row_of_any_batch_whatever_the_others_null_players(c
 
 def test_a_feature_equal_to_one_reference_only_is_not_a_null_player():
     # against two references, feature 0 equals the first and not the second
-    model = mlp()
+    model = mlp(D, 2, dtype=torch.float64)
     x = inputs_with_nulls()[2:3].clone()
     references = torch.zeros(2, D, dtype=torch.float64)
     references[1, 0] = 1.0
@@ -145,7 +140,7 @@ def test_padding_tokens_at_the_baseline_get_zero_and_cost_nothing():
 
 
 def test_every_output_at_once_with_per_example_null_players():
-    model = mlp(outputs=3)
+    model = mlp(D, 3, dtype=torch.float64)
     x = inputs_with_nulls()
     every = cg.PairedKernelShap(model).attribute(
         x, budget=200, generator=torch.Generator().manual_seed(2)
@@ -161,7 +156,7 @@ def test_every_output_at_once_with_per_example_null_players():
 def test_graph_methods_keep_null_players():
     # in Myerson's graph-restricted game a feature at its baseline still joins its
     # neighbours' components: its value need not be 0, so graph classes do not drop it
-    model = mlp()
+    model = mlp(D, 2, dtype=torch.float64)
     x = inputs_with_nulls()[1:2]
     myerson = cg.MyersonValue(model).attribute(x, target=1)
     assert float(myerson[0, 2].abs()) > 1e-6  # feature 2 is at the baseline, between 1 and 3
