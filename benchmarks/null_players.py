@@ -18,7 +18,8 @@ drop and with it turned off (its ``drops_null_players`` class attribute):
 
 Prints the relative error ``||phi - phi_exact|| / ||phi_exact||`` (mean over
 examples) and the ratio with / without. ``--timing``: the cost of the groups
-instead (examples with different sets are explained one group per set): 200
+instead (examples with different sets are explained in games, the sets with as
+many features, and the same local windows where the class reads them, in one): 200
 examples of a cheap ReLU MLP with 12 features, none or 30% of the entries at
 the zero baseline, each class with the drop on and off in 3 rotating rounds
 (``_timing.rotating_rounds``; medians, and the median ratio).
@@ -40,6 +41,8 @@ from estimators import digits
 from torch import nn
 
 from captum_graphshap import ExactShapley, PairedKernelShap, ShapleySampling
+from captum_graphshap.engine.features import format_feature_mask
+from captum_graphshap.plans.local_windows import kept_windows
 
 CLASSES = (PairedKernelShap, ShapleySampling)
 BUDGETS = (48, 64, 128, 256)
@@ -135,7 +138,13 @@ def timing() -> None:
     for share in (0.0, 0.3):
         x = torch.randn(200, 12)
         x[torch.rand(200, 12) < share] = 0.0
-        groups = len(torch.unique(x != 0, dim=0))
+        sets = torch.unique(x != 0, dim=0)
+        groups = len(sets)
+        # games: the sets with as many features merge, where the windows agree too for
+        # the classes that read the layout (attr/dummies.py, merged_groups)
+        counts = sets.sum(1).tolist()
+        windows = kept_windows(format_feature_mask(None, (x,)), sets)
+        games = {True: len(set(zip(counts, windows))), False: len(set(counts))}
         for cls, options in calls:
             contenders = {
                 name: partial(attribute_with, cls, drop, model, x, options)
@@ -144,7 +153,8 @@ def timing() -> None:
             times = rotating_rounds(contenders, 3, CPU)
             off, on = statistics.median(times["off"]), statistics.median(times["on"])
             print(
-                f"{share:.0%} at the baseline ({groups} sets) {cls.__name__} {options}: "
+                f"{share:.0%} at the baseline ({groups} sets, "
+                f"{games[cls.reads_feature_layout]} games) {cls.__name__} {options}: "
                 f"off {off:.3f} s, on {on:.3f} s ({median_ratio(times, 'on', 'off'):.2f}x)"
             )
 

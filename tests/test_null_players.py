@@ -16,8 +16,9 @@ import torch
 from captum.attr import ShapleyValues
 
 import captum_graphshap as cg
+from captum_graphshap.attr.dummies import merged_groups, varying_features
 from captum_graphshap.engine.features import format_feature_mask
-from captum_graphshap.plans.local_windows import feature_windows
+from captum_graphshap.plans.local_windows import feature_windows, kept_windows
 
 from .reference import mlp
 
@@ -188,3 +189,110 @@ def test_a_refusal_says_its_d_counts_the_features_that_vary():
     x[0, :2] = 0.0
     with pytest.raises(ValueError, match=r"d = 3 features.*the 3 of 5 features that vary"):
         cg.Shear(model).attribute(x, target=0, budget=20)
+
+
+class NeighbourProducts(torch.nn.Module):
+    """Two outputs from products of neighbouring 2 x 2 patch means on 8 x 8 images."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = torch.nn.functional.avg_pool2d(x, 2)[:, 0]  # (N, 4, 4)
+        corner = p[:, :-1, :-1]
+        t = 3 * corner * p[:, 1:, :-1] * p[:, :-1, 1:] + torch.tanh(4 * p[:, 1:, 1:] * corner - 1)
+        return torch.stack([t.sum((1, 2)), -t.sum((1, 2))], 1)
+
+
+def _grid_features() -> tuple[torch.Tensor, object]:
+    """A 4 x 4 grid of 2 x 2 patches on 8 x 8 images: 16 features."""
+    rows = torch.arange(8)
+    mask = ((rows[:, None] // 2) * 4 + rows[None, :] // 2).view(1, 1, 8, 8)
+    return mask, format_feature_mask(mask, (torch.zeros(1, 1, 8, 8),))
+
+
+def test_kept_windows_are_the_renumbered_masks_windows():
+    _, features = _grid_features()
+    g = torch.Generator().manual_seed(3)
+    kept = torch.rand(40, 16, generator=g) > 0.25
+    kept[0] = True
+    windows = kept_windows(features, kept)
+    for row, got in zip(kept, windows):
+        assert got == feature_windows(features.renumbered(row.nonzero()[:, 0], 0))
+    assert windows[0] is not None  # 16 features: windows; fewer than 10 kept: none
+    assert all(w is None for w, row in zip(windows, kept) if int(row.sum()) < 10)
+
+
+def test_sets_of_as_many_features_are_one_game():
+    # eight examples, each with its own two features at the baseline (a tabular batch
+    # with zeros scattered): one game, not eight, and each row as explained alone
+    model = mlp(D, 2, dtype=torch.float64)
+    x = torch.randn(8, D, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    for row in range(8):
+        x[row, [row, (row + 3) % D]] = 0.0
+    calls = []
+    original = cg.ShapleySampling.explain
+
+    def counting(self, game, options, show_progress):
+        calls.append(game.batch_size)
+        return original(self, game, options, show_progress)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cg.ShapleySampling, "explain", counting)
+        batch = values(call(cg.ShapleySampling, model, x))
+    assert calls == [8]
+    for i in (0, 5):
+        torch.testing.assert_close(
+            values(call(cg.ShapleySampling, model, x[i : i + 1]))[0], batch[i], rtol=0, atol=1e-12
+        )
+    assert torch.equal(batch[x == 0], torch.zeros_like(batch[x == 0]))
+
+
+@pytest.mark.parametrize("cls", [cg.PairedKernelShap, cg.BayesShap], ids=lambda c: c.__name__)
+def test_sets_whose_windows_differ_stay_apart_and_each_row_is_its_own(cls):
+    # 16 patches, two blank per image: 14 kept, past the local windows' 10 features, so
+    # the estimators that read the layout merge only the sets whose windows agree
+    # model: products of neighbouring patches, where the windows change the values
+    # (explained with one merged game of line windows, a row was off by 0.06)
+    mask, _ = _grid_features()
+    model = NeighbourProducts()
+    x = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    x = x + 0.5
+    blank = [(0, 15), (15, 0), (0, 3), (5, 10), (6, 9), (5, 10)]
+    for row, patches in enumerate(blank):
+        for patch in patches:
+            x[row][mask[0] == patch] = 0.0
+
+    def explain(images):
+        return cls(model).attribute(
+            images, target=1, feature_mask=mask, budget=200,
+            generator=torch.Generator().manual_seed(4),
+        )  # fmt: skip
+
+    batch = explain(x)
+    for i in range(6):
+        # (5e-9 apart before the merging too: the fits' rounding differs with the batch)
+        torch.testing.assert_close(explain(x[i : i + 1])[0], batch[i], rtol=0, atol=1e-7)
+    explainer = cls(model)
+    game, _ = explainer._game(explainer._options({}), x, 0.0, 1, None, mask)
+    groups, which = torch.unique(varying_features(game), dim=0, return_inverse=True)
+    sizes = sorted(len(e) for e, _ in merged_groups(game, groups, which, True))
+    unmerged = sorted(len(e) for e, _ in merged_groups(game, groups, which, False))
+    assert unmerged == [6]  # as many features each: one game without the layout
+    assert len(sizes) > 1 and sum(sizes) == 6  # the windows split them
+
+
+@pytest.mark.parametrize("cls", [cg.PairedKernelShap, cg.BayesShap], ids=lambda c: c.__name__)
+def test_sets_whose_windows_agree_are_one_game(cls):
+    # a line of 14 features without its first or its last: 13 kept in a row either way,
+    # the same windows, so one game with per-example masks; rows as explained alone
+    model = mlp(14, 2, dtype=torch.float64)
+    x = torch.randn(4, 14, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    x[[0, 2], 0] = 0.0
+    x[[1, 3], 13] = 0.0
+    explainer = cls(model)
+    game, _ = explainer._game(explainer._options({}), x, 0.0, 1, None, None)
+    groups, which = torch.unique(varying_features(game), dim=0, return_inverse=True)
+    assert [len(e) for e, _ in merged_groups(game, groups, which, True)] == [4]
+    batch = values(call(cls, model, x))
+    for i in range(4):
+        torch.testing.assert_close(
+            values(call(cls, model, x[i : i + 1]))[0], batch[i], rtol=0, atol=1e-10
+        )

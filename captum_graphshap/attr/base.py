@@ -111,6 +111,10 @@ class GameAttribution(PerturbationAttribution):
     #: whether each example's features at their baseline are dropped before planning
     #: (``attr/dummies.py``): classes whose values are the game's own Shapley values
     drops_null_players: ClassVar[bool] = False
+    #: whether the estimator reads the feature mask's layout (the local windows of
+    #: ``plans/local_windows.py``): examples with different features at their
+    #: baseline are then explained together only where the windows agree
+    reads_feature_layout: ClassVar[bool] = False
 
     def __init__(self, forward_func: Callable[..., Any]) -> None:
         """
@@ -332,6 +336,7 @@ class GameAttribution(PerturbationAttribution):
             self.exact_for_dummies,
             null_players=self.drops_null_players,
             restart=lambda: _restore_random_state(state),
+            reads_layout=self.reads_feature_layout,
         )
 
     def _options(self, options: dict[str, Any]) -> Any:

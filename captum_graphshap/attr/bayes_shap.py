@@ -169,6 +169,7 @@ class BayesShap(KernelAttribution, captum_attr.KernelShap):
 
     Options = BayesShapOptions
     drops_null_players = True
+    reads_feature_layout = True
 
     def explain(
         self, game: CoalitionGame, options: BayesShapOptions, show_progress: bool

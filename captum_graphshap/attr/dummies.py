@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
+from ..plans.local_windows import kept_windows
 from .result import Outcome
 
 #: extras indexed by feature along their second axis, besides ``Outcome.per_feature``
@@ -39,6 +40,7 @@ def explain_present_features(
     *,
     null_players: bool = False,
     restart: Callable[[], None] | None = None,
+    reads_layout: bool = False,
 ) -> Outcome:
     """Explain each group of examples over the feature ids its masks use.
 
@@ -50,6 +52,9 @@ def explain_present_features(
     (:func:`varying_features`; an example at its baseline keeps one). Each
     group after the first calls ``restart`` first (the random draws start
     where the call's did, so an example's values do not depend on its batch).
+    Under shared masks the groups with as many features (and, where the
+    estimator ``reads_layout``, the same local windows) are one game with
+    per-example masks (:func:`merged_groups`).
     """
     if null_players:
         used = game.features.present()
@@ -64,12 +69,11 @@ def explain_present_features(
     if groups.shape[0] > 1 and exact_for_dummies and not null_players:
         return explain(game)
     parts: list[tuple[Tensor | None, Tensor, Outcome]] = []
-    for group, used in enumerate(groups):
-        if group and restart is not None:
+    rest = 0 if null_players else -1
+    for position, (examples, ids) in enumerate(merged_groups(game, groups, which, reads_layout)):
+        if position and restart is not None:
             restart()
-        examples = None if groups.shape[0] == 1 else (which == group).nonzero()[:, 0]
-        ids = used.nonzero()[:, 0]
-        sub = game.restricted(examples, ids, 0 if null_players else -1)
+        sub = game.restricted(examples, ids, rest, shared_geometry=reads_layout)
         try:
             outcome = explain(sub)
         except ValueError as error:
@@ -85,8 +89,47 @@ def explain_present_features(
             raise
         rows = slice(None) if examples is None else examples
         game.evaluations[rows] += sub.evaluations
+        if ids.dim() == 2:  # each example's kept ids, (n, k)
+            ids = ids.nonzero()[:, 1].view(ids.shape[0], -1)
         parts.append((examples, ids, outcome))
     return merge_outcomes(parts, game.batch_size, game.num_features)
+
+
+def merged_groups(
+    game: CoalitionGame, groups: Tensor, which: Tensor, reads_layout: bool
+) -> list[tuple[Tensor | None, Tensor]]:
+    """The games to explain, as ``(examples, ids)``: one per distinct set of ids
+    (``groups`` ``(G, d)`` bool, ``which`` each example's), ``ids`` its ``(k,)`` ids.
+
+    Under shared masks the sets with as many ids are one game instead, ``ids`` then
+    the examples' ``(n, d)`` rows: each group's draws start where the call's did, so
+    the estimators would draw the same for each, and one game pays the planning
+    and the model calls once (a tabular batch with zeros scattered has nearly one
+    set per example). Where the estimator ``reads_layout`` (the local windows of
+    ``plans/local_windows.py``), only sets whose windows agree are merged.
+    """
+
+    def alone(group: int) -> tuple[Tensor | None, Tensor]:
+        examples = None if len(groups) == 1 else (which == group).nonzero()[:, 0]
+        return examples, groups[group].nonzero()[:, 0]
+
+    if len(groups) == 1 or game.features.per_example:
+        return [alone(group) for group in range(len(groups))]
+    counts = groups.sum(dim=1).tolist()
+    windows = kept_windows(game.features, groups) if reads_layout else [None] * len(groups)
+    games: dict[tuple[Any, ...], list[int]] = {}
+    for group, key in enumerate(zip(counts, windows)):
+        games.setdefault(key, []).append(group)
+    out = []
+    for members in games.values():
+        if len(members) == 1:
+            out.append(alone(members[0]))
+            continue
+        chosen = torch.zeros(len(groups), dtype=torch.bool, device=groups.device)
+        chosen[members] = True
+        examples = chosen[which].nonzero()[:, 0]
+        out.append((examples, groups[which[examples]]))
+    return out
 
 
 def varying_features(game: CoalitionGame) -> Tensor:
@@ -156,12 +199,19 @@ def merge_outcomes(
 
 
 def _widen(values: Tensor, ids: Tensor, d: int, axes: int) -> Tensor:
-    """Values over features ``ids`` (axis 1, and 2 for a matrix) to all ``d``, zeros elsewhere."""
+    """Values over features ``ids`` (axis 1, and 2 for a matrix) to all ``d``, zeros
+    elsewhere; ``ids`` ``(k,)``, or ``(n, k)`` each example's."""
     shape = list(values.shape)
     for axis in range(1, 1 + axes):
         shape[axis] = d
     out = values.new_zeros(shape)
-    if axes == 1:
+    if ids.dim() == 2:  # (n, k): each example's own ids
+        rows = torch.arange(ids.shape[0], device=ids.device)[:, None]
+        if axes == 1:
+            out[rows, ids] = values
+        else:
+            out[rows[:, :, None], ids[:, :, None], ids[:, None, :]] = values
+    elif axes == 1:
         out[:, ids] = values
     else:
         out[:, ids[:, None], ids[None, :]] = values

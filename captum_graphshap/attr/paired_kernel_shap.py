@@ -171,6 +171,7 @@ class PairedKernelShap(KernelAttribution, captum_attr.KernelShap):
     progress_desc = "Kernel Shap attribution"
     Options = PairedKernelShapOptions
     drops_null_players = True
+    reads_feature_layout = True
 
     def explain(
         self, game: CoalitionGame, options: PairedKernelShapOptions, show_progress: bool

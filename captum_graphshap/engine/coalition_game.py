@@ -269,7 +269,12 @@ class CoalitionGame:
         return totals if inverse is None else totals[inverse]
 
     def restricted(
-        self, examples: Tensor | None, ids: Tensor | None, rest: int = -1
+        self,
+        examples: Tensor | None,
+        ids: Tensor | None,
+        rest: int = -1,
+        *,
+        shared_geometry: bool = False,
     ) -> CoalitionGame:
         """The game of some examples (None: all) over some feature ids, renumbered ``0..``.
 
@@ -277,11 +282,15 @@ class CoalitionGame:
         estimators that are not exact for dummies (regressions, residual norms)
         see only the features that exist, and features at their baseline (the
         elements of other ids join new feature ``rest``: equal to every
-        background, they build the same rows either way). Calls no model; its
-        evaluation count starts at zero.
+        background, they build the same rows either way). ``ids`` ``(k,)`` the
+        ids kept, or ``(N, d)`` bool each example's (as many in each row; the
+        masks become per example, :meth:`FeatureMasks.renumbered_rows` with
+        ``shared_geometry``). Calls no model; its evaluation count starts at zero.
         """
         features = self.features if examples is None else self.features.select(examples)
-        if ids is not None:
+        if ids is not None and ids.dim() == 2:
+            features = features.renumbered_rows(ids, rest, shared_geometry)
+        elif ids is not None:
             features = features.renumbered(ids, rest)
         if examples is None:
             return dataclasses.replace(self, features=features, evaluations=torch.zeros(0))

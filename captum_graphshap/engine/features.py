@@ -41,7 +41,9 @@ class FeatureMasks:
     id_ranges: tuple[tuple[int, int] | None, ...]
     #: where the masks merge dropped features' elements into a kept one
     #: (:meth:`renumbered` with ``rest``), the masks with -1 there instead: the
-    #: layout the local windows are read from (``plans/local_windows.py``)
+    #: layout the local windows are read from (``plans/local_windows.py``). Batch
+    #: size 1 under per-example masks (:meth:`renumbered_rows`): one layout whose
+    #: windows every example's own layout has too
     geometry: tuple[Tensor, ...] | None = None
 
     def features_per_example(self) -> Tensor:
@@ -86,6 +88,25 @@ class FeatureMasks:
         masks = tuple(torch.where(m < 0, rest, m) for m in layout)
         return FeatureMasks(masks, int(ids.numel()), self.per_example, id_ranges(masks), layout)
 
+    def renumbered_rows(self, keep: Tensor, rest: int, shared_geometry: bool) -> FeatureMasks:
+        """Shared masks made per example: example ``n``'s kept features (``keep`` ``(N, d)``
+        bool, the same number in every row) renamed ``0, 1, ..`` in order, its other
+        elements ``rest``. ``shared_geometry``: the first example's layout (-1 where
+        merged into ``rest``) is :attr:`geometry`, for callers whose examples' layouts
+        give the same windows."""
+        if self.per_example:
+            raise ValueError("renumbered_rows makes shared masks per example")
+        lookup = torch.where(keep, keep.long().cumsum(dim=1) - 1, -1)  # (N, d)
+        rows = keep.shape[0]
+        layout = tuple(
+            lookup.gather(1, m.reshape(1, -1).expand(rows, -1)).view(rows, *m.shape[1:])
+            for m in self.masks
+        )
+        masks = tuple(torch.where(m < 0, rest, m) for m in layout)
+        geometry = tuple(m[:1] for m in layout) if shared_geometry else None
+        count = int(keep[0].sum())
+        return FeatureMasks(masks, count, rows > 1, id_ranges(masks), geometry)
+
     def select(self, examples: Tensor) -> FeatureMasks:
         """The masks of some examples (per-example masks are indexed, shared ones kept)."""
         if not self.per_example:
@@ -96,7 +117,9 @@ class FeatureMasks:
             return tuple(m[examples] if per_example else m[examples][:1] for m in masks)
 
         masks = pick(self.masks)
-        geometry = None if self.geometry is None else pick(self.geometry)
+        geometry = self.geometry
+        if geometry is not None and any(g.shape[0] > 1 for g in geometry):
+            geometry = pick(geometry)
         return FeatureMasks(masks, self.num_features, per_example, id_ranges(masks), geometry)
 
     def scatter(

@@ -45,10 +45,31 @@ def feature_windows(features: FeatureMasks | None) -> Windows | None:
     """The windows of a call's features (:func:`mask_windows`); None (the ids' order)
     without masks, where they differ per example, or below
     :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features."""
-    if features is None or features.per_example or features.num_features < LOCAL_MIN_FEATURES:
+    if features is None or features.num_features < LOCAL_MIN_FEATURES:
+        return None
+    if features.geometry is not None and all(g.shape[0] == 1 for g in features.geometry):
+        return mask_windows(features.geometry, features.num_features)  # shared by the batch
+    if features.per_example:
         return None
     layout = features.masks if features.geometry is None else features.geometry
     return mask_windows(layout, features.num_features)
+
+
+def kept_windows(features: FeatureMasks, kept: Tensor) -> list[Windows | None]:
+    """:func:`feature_windows` of ``features.renumbered(ids)`` for the ids of each row of
+    ``kept`` ``(G, d)`` bool, from one count of touching elements: those of two kept
+    features are the same with the others' elements dropped. ``features``: shared."""
+    d = features.num_features
+    layout = features.masks if features.geometry is None else features.geometry
+    if features.per_example:
+        raise ValueError("kept_windows reads shared masks")
+    table = _contacts(layout, d)
+    out: list[Windows | None] = []
+    for row in kept.cpu().numpy():
+        ids = np.flatnonzero(row)
+        small = ids.size < LOCAL_MIN_FEATURES
+        out.append(None if small else _windows(tuple(map(tuple, table[np.ix_(ids, ids)].tolist()))))
+    return out
 
 
 def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
@@ -59,7 +80,12 @@ def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
     The touching elements are counted on the host (one copy of each mask), as the
     graph methods' regions are (:func:`~captum_graphshap.graphs.edges.region_edges`).
     """
-    d = num_features
+    table = _contacts(masks, num_features)
+    return _windows(tuple(map(tuple, table.tolist())))
+
+
+def _contacts(masks: Sequence[Tensor], d: int) -> np.ndarray:
+    """``(d, d)`` symmetric: touching element pairs of each pair of features."""
     contacts = np.zeros(d * d, dtype=np.int64)
     for mask in masks:
         pairs = region_edges(mask[0].long().cpu().numpy(), diagonals=True)
@@ -67,7 +93,7 @@ def mask_windows(masks: Sequence[Tensor], num_features: int) -> Windows:
         low, high = pairs.min(axis=1), pairs.max(axis=1)
         contacts += np.bincount(low * d + high, minlength=d * d)
     table = contacts.reshape(d, d)
-    return _windows(tuple(map(tuple, (table + table.T).tolist())))
+    return table + table.T
 
 
 @functools.lru_cache(maxsize=64)
