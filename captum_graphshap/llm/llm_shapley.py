@@ -504,29 +504,48 @@ class LLMShapley(LLMAttribution):
         prompt and answer pass the model's context.
 
         The longest perturbed prompt is the full one or, for a template, the one
-        of all baselines; ``answer`` tokens follow it (0 before the target is known).
+        with each feature's longer text (:meth:`_longest_template_coalition`);
+        ``answer`` tokens follow it (0 before the target is known).
         """
         if not hasattr(inp, "to_tensor"):
             return 1
         present = inp.to_tensor()
         coalitions = [present]
         if isinstance(inp, TextTemplateInput) and not callable(inp.baselines):
-            coalitions.append(torch.zeros_like(present))
-        prompt = max(
-            self._format_model_input(inp.to_model_input(c))["input_ids"].shape[-1]
-            for c in coalitions
-        )
+            coalitions += self._longest_template_coalition(inp, present)
+        lengths = [self._prompt_length(inp, c) for c in coalitions]
+        prompt = max(lengths)
+        which = "the prompt" if prompt == lengths[0] else "the longest perturbed prompt"
         limit = context_length(self.model)
         if limit is not None and prompt + answer > limit:
             with_answer = f" and the answer's {answer}" if answer else ""
             raise ValueError(
-                f"inp: the prompt has {prompt} tokens{with_answer}, more than the model's "
+                f"inp: {which} has {prompt} tokens{with_answer}, more than the model's "
                 f"context of {limit} positions (its config's max_position_embeddings); "
                 "shorten the prompt or the answer (gen_args' max_new_tokens when target is "
                 f"generated: at most {max(limit - prompt, 0)} here), or use a model with a "
                 "longer context."
             )
         return prompt
+
+    def _prompt_length(self, inp: Any, coalition: Tensor) -> int:
+        return int(self._format_model_input(inp.to_model_input(coalition))["input_ids"].shape[-1])
+
+    def _longest_template_coalition(self, inp: Any, present: Tensor) -> list[Tensor]:
+        """The template's prompt of all baselines, and the one with each feature whose
+        value lengthens that prompt present: a value longer than its baseline and
+        another's baseline longer than its value make a mixed prompt longer than
+        both the full and the all-baseline one (a GPT-2 then failed mid-run on
+        positions past its table, a Llama scored prompts past its context).
+        Tokens are counted per feature, one tokenisation each."""
+        absent = torch.zeros_like(present)
+        base = self._prompt_length(inp, absent)
+        longer = absent.clone()
+        for feature in range(present.shape[-1]):
+            alone = absent.clone()
+            alone[..., feature] = 1
+            longer[..., feature] = float(self._prompt_length(inp, alone) > base)
+        return [absent, longer]
 
     def _prompt_ids(self, perturbed_tensor: Tensor | None, inp: Any) -> tuple[Tensor, Tensor]:
         """Right-padded ``(P, L)`` token ids of the perturbed prompts and their lengths."""
