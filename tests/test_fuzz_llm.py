@@ -21,6 +21,7 @@ import math
 import warnings
 from unittest import mock
 
+import numpy as np
 import pytest
 import torch
 from captum.attr import TextTemplateInput, TextTokenInput
@@ -29,9 +30,11 @@ from hypothesis import strategies as st
 
 import captum_graphshap as cg
 from captum_graphshap.apps import toy_task
-from captum_graphshap.llm import LLMShapley, prefix_cache
+from captum_graphshap.llm import LLMShapley, prefix_cache, prompt_graph
 
+from .reference import brute_l_shapley
 from .test_fuzz import FUZZ
+from .test_owen_value import brute_winter, random_nested
 from .tiny_lms import tiny_gpt2, tiny_llama
 
 pytest.importorskip("transformers")
@@ -156,12 +159,8 @@ def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) 
     answer = tokenizer.encode(" ".join(letters(data.draw, 1, 3)))
     model = model_of(arch, seed)
     values = answer_log_probs(model, rows, answer)  # (2^d, T)
-    exact = brute_force_shapley(values, d)  # (d, T)
-    method = data.draw(st.sampled_from(["exact", "kernel"]))
-    if method == "exact":
-        attribution, options = cg.ExactShapley(model), {}
-    else:  # a budget that covers every coalition: exact too
-        attribution, options = cg.PairedKernelShap(model), {"budget": max(2, 1 << d)}
+    method = data.draw(st.sampled_from(["exact", "kernel", "owen", "lshapley", "sampling"]))
+    attribution, options, expected = expectation(method, model, inp, values, d, data)
     explainer = LLMShapley(attribution, tokenizer)
     explainer.share_prompt_prefix = share
     with warnings.catch_warnings():
@@ -172,9 +171,42 @@ def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) 
             forward_in_tokens=forward_in_tokens,
             **options,
         )
-    if method == "exact":  # KernelShap's kind gets no per-token values (Captum's rule)
-        torch.testing.assert_close(result.token_attr.double(), exact.T, rtol=1e-4, atol=2e-4)
-    torch.testing.assert_close(result.seq_attr.double(), exact.sum(1), rtol=1e-4, atol=5e-4)
+    if method == "sampling":  # efficient: the sum is the full prompt's against the empty
+        gap = values[-1].sum() - values[0].sum()
+        torch.testing.assert_close(result.seq_attr.double().sum(), gap, rtol=1e-4, atol=5e-4)
+        return
+    if result.token_attr is not None:  # KernelShap's kind gets none (Captum's rule)
+        torch.testing.assert_close(result.token_attr.double(), expected.T, rtol=1e-4, atol=2e-4)
+    else:
+        assert method == "kernel"
+    torch.testing.assert_close(result.seq_attr.double(), expected.sum(1), rtol=1e-4, atol=5e-4)
+
+
+def expectation(method: str, model, inp, values: torch.Tensor, d: int, data):
+    """The attribution method, its options and its values ``(d, T)`` by brute force."""
+
+    def game(column: int):
+        return lambda s: float(values[sum(1 << i for i in s), column])
+
+    columns = range(values.shape[1])
+    if method == "exact":
+        return cg.ExactShapley(model), {}, brute_force_shapley(values, d)
+    if method == "kernel":  # a budget that covers every coalition: exact too
+        options = {"budget": max(2, 1 << d)}
+        return cg.PairedKernelShap(model), options, brute_force_shapley(values, d)
+    if method == "sampling":
+        generator = torch.Generator().manual_seed(data.draw(st.integers(0, 99)))
+        options = {"budget": data.draw(st.integers(d + 1, 40)), "generator": generator}
+        return cg.ShapleySampling(model), options, None
+    if method == "owen":  # a random hierarchy over the features
+        nested = random_nested(list(range(d)), np.random.default_rng(data.draw(st.integers(0, 99))))
+        expected = [brute_winter(nested, game(c), d) for c in columns]
+        hierarchy = cg.Hierarchy(nested, num_features=d)
+        return cg.OwenValue(model), {"hierarchy": hierarchy}, torch.tensor(expected, dtype=torch.float64).T
+    k, context = data.draw(st.integers(1, 2)), data.draw(st.sampled_from(["baseline", "input"]))
+    graph = prompt_graph(inp).to_networkx()
+    expected = [brute_l_shapley(game(c), graph, k, context) for c in columns]
+    return cg.LShapley(model), {"k": k, "context": context}, torch.tensor(expected, dtype=torch.float64).T
 
 
 @FUZZ
@@ -187,13 +219,14 @@ def test_a_prompt_past_the_context_is_refused_before_any_model_call(case, data, 
     tokenizer = toy_task.LetterTokenizer()
     answer = tokenizer.encode(" ".join(letters(data.draw, 1, 2)))
     longest = max(len(row) for row in rows) + len(answer)
-    model = tiny_gpt2(width=8, max_positions=max(2, longest + slack))
+    limit = max(2, longest + slack)
+    model = tiny_gpt2(width=8, max_positions=limit)
     calls = []
     model.register_forward_pre_hook(lambda *_: calls.append(1))
     explainer = LLMShapley(cg.ExactShapley(model), tokenizer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if longest + slack >= longest:
+        if longest <= limit:
             explainer.attribute(inp, target=torch.tensor(answer))
             return
         with pytest.raises(ValueError, match="more than the model's context"):

@@ -296,3 +296,19 @@ def test_sets_whose_windows_agree_are_one_game(cls):
         torch.testing.assert_close(
             values(call(cls, model, x[i : i + 1]))[0], batch[i], rtol=0, atol=1e-10
         )
+
+
+def test_one_varying_feature_costs_shapley_sampling_two_evaluations():
+    # the LLM fuzzer's find: with one feature every ordering is the two endpoints, so a
+    # budget of 2 is enough (it was refused: 3 needed); here one feature varies
+    model = torch.nn.Linear(3, 1).double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    x[:, 1:] = 0.0
+    for options in ({}, {"return_uncertainty": True}, {"antithetic": False}):
+        result = cg.ShapleySampling(model).attribute(
+            x, target=0, budget=2, return_evaluations=True, **options
+        )
+        torch.testing.assert_close(result.attributions[:, 0], (model(x) - model.bias)[:, 0])
+        assert result.n_evaluations.tolist() == [2, 2]
+    with pytest.raises(ValueError, match="2 evaluations per example; raise budget to 2"):
+        cg.ShapleySampling(model).attribute(x, target=0, budget=1)

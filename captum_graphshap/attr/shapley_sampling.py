@@ -257,6 +257,15 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
             )
         if options.references is not None:
             fixed, per_ordering = 0, d + 1
+        elif d == 1 and options.control_variate is None:
+            # one feature: every ordering is the two endpoints, whatever their number
+            if options.budget < 2:
+                raise ValueError(
+                    f"budget={options.budget} is too small for ShapleySampling: one "
+                    "feature's value is v(D) - v(empty), 2 evaluations per example; raise "
+                    "budget to 2."
+                )
+            return options.minimum()
         else:
             fixed, per_ordering = min(2, d + 1), max(1, d - 1)
         if options.control_variate is not None:
