@@ -202,11 +202,16 @@ def expectation(method: str, model, inp, values: torch.Tensor, d: int, data):
         nested = random_nested(list(range(d)), np.random.default_rng(data.draw(st.integers(0, 99))))
         expected = [brute_winter(nested, game(c), d) for c in columns]
         hierarchy = cg.Hierarchy(nested, num_features=d)
-        return cg.OwenValue(model), {"hierarchy": hierarchy}, torch.tensor(expected, dtype=torch.float64).T
+        return cg.OwenValue(model), {"hierarchy": hierarchy}, as_table(expected)
     k, context = data.draw(st.integers(1, 2)), data.draw(st.sampled_from(["baseline", "input"]))
     graph = prompt_graph(inp).to_networkx()
     expected = [brute_l_shapley(game(c), graph, k, context) for c in columns]
-    return cg.LShapley(model), {"k": k, "context": context}, torch.tensor(expected, dtype=torch.float64).T
+    return cg.LShapley(model), {"k": k, "context": context}, as_table(expected)
+
+
+def as_table(per_column: list[list[float]]) -> torch.Tensor:
+    """``(d, T)`` from one list of ``d`` values per answer token."""
+    return torch.tensor(per_column, dtype=torch.float64).T
 
 
 @FUZZ
