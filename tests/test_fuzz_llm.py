@@ -86,7 +86,8 @@ def brute_force_shapley(values: torch.Tensor, d: int) -> torch.Tensor:
 
 @st.composite
 def prompts(draw):
-    """A Captum input, the token ids of each coalition's prompt (bit i: feature i), d."""
+    """A Captum input, the token ids of each coalition's prompt (bit i: feature i), d,
+    and the feature of each attribution Captum returns (a template's values)."""
     tokenizer = toy_task.LetterTokenizer()
     long = draw(st.booleans())  # past MIN_PROMPT_TOKENS (32): the shared-prefix path
     d = draw(st.integers(1, 5))
@@ -110,23 +111,37 @@ def prompts(draw):
                 if not coalition >> feature & 1:
                     row[position] = baseline
             rows.append(row)
-        return inp, rows, d
-    values = [" ".join(letters(draw, 1, 3)) for _ in range(d)]
+        return inp, rows, d, list(range(d))
+    # n values in a random order in the template, grouped into d features by a mask
+    # with arbitrary labels (Captum numbers the distinct labels in set order)
+    n = draw(st.integers(d, d + 2))
+    values = [" ".join(letters(draw, 1, 3)) for _ in range(n)]
     removal = draw(st.booleans())
-    baselines = None if removal else [" ".join(letters(draw, 1, 4)) for _ in range(d)]
-    gaps = [" ".join(letters(draw, 0, 8 if long else 2)) for _ in range(d + 1)]
-    slots = itertools.zip_longest(gaps, ["{}"] * d)
+    baselines = None if removal else [" ".join(letters(draw, 1, 4)) for _ in range(n)]
+    labels = draw(st.lists(st.integers(0, 50), min_size=d, max_size=d, unique=True))
+    mask = labels + [draw(st.sampled_from(labels)) for _ in range(n - d)]
+    mask = draw(st.permutations(mask))
+    feature = {label: i for i, label in enumerate(set(mask))}
+    order = draw(st.permutations(range(n)))
+    gaps = [" ".join(letters(draw, 0, 8 if long else 2)) for _ in range(n + 1)]
+    slots = itertools.zip_longest(gaps, [f"{{{i}}}" for i in order])
     template = " ".join(part for pair in slots for part in pair if part)
-    inp = TextTemplateInput(template, values, baselines=baselines)
+    grouped = n > d or draw(st.booleans())
+    inp = TextTemplateInput(template, values, baselines=baselines, mask=mask if grouped else None)
+    if not grouped:
+        feature, mask = {i: i for i in range(n)}, list(range(n))
     rows = []
     for coalition in range(1 << d):
         chosen = [
-            values[i] if coalition >> i & 1 else ("" if baselines is None else baselines[i])
-            for i in range(d)
+            values[i]
+            if coalition >> feature[mask[i]] & 1
+            else ("" if baselines is None else baselines[i])
+            for i in range(n)
         ]
         rows.append(tokenizer.encode(template.format(*chosen)))
     assume(all(rows))  # LLMShapley refuses a prompt that can be empty (tested elsewhere)
-    return inp, rows, d
+    # Captum gives each value its feature's attribution
+    return inp, rows, d, [feature[label] for label in mask]
 
 
 @FUZZ
@@ -154,7 +169,7 @@ def test_llm_shapley_equals_brute_force_on_random_prompts(
 
 
 def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) -> None:
-    inp, rows, d = case
+    inp, rows, d, spread = case
     tokenizer = toy_task.LetterTokenizer()
     answer = tokenizer.encode(" ".join(letters(data.draw, 1, 3)))
     model = model_of(arch, seed)
@@ -173,8 +188,11 @@ def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) 
         )
     if method == "sampling":  # efficient: the sum is the full prompt's against the empty
         gap = values[-1].sum() - values[0].sum()
-        torch.testing.assert_close(result.seq_attr.double().sum(), gap, rtol=1e-4, atol=5e-4)
+        first = [spread.index(f) for f in range(d)]  # a value per feature: its column
+        total = result.seq_attr.double().reshape(-1)[first].sum()
+        torch.testing.assert_close(total, gap, rtol=1e-4, atol=5e-4)
         return
+    expected = expected[spread]
     if result.token_attr is not None:  # KernelShap's kind gets none (Captum's rule)
         torch.testing.assert_close(result.token_attr.double(), expected.T, rtol=1e-4, atol=2e-4)
     else:
@@ -220,7 +238,7 @@ def test_a_prompt_past_the_context_is_refused_before_any_model_call(case, data, 
     # the longest perturbed prompt may mix a value longer than its baseline with a
     # baseline longer than its value: longer than the full prompt and the all-baseline
     # one (a GPT-2 failed mid-run on positions past its table, a Llama scored them)
-    inp, rows, _ = case
+    inp, rows, _, _ = case
     tokenizer = toy_task.LetterTokenizer()
     answer = tokenizer.encode(" ".join(letters(data.draw, 1, 2)))
     longest = max(len(row) for row in rows) + len(answer)
