@@ -83,9 +83,9 @@ class Model(torch.nn.Module):
         return out.to(inputs[0].dtype)
 
 
-def _mask_ids(draw: st.DrawFn, elements: int) -> list[int]:
-    """Each element's feature id: at most 8 features, ids spread over 0-15."""
-    count = draw(st.integers(1, min(8, elements)))
+def _mask_ids(draw: st.DrawFn, elements: int, most: int = 8) -> list[int]:
+    """Each element's feature id: at most ``most`` features, ids spread over 0-15."""
+    count = draw(st.integers(1, min(most, elements)))
     ids = sorted(draw(st.lists(st.integers(0, 15), min_size=count, max_size=count, unique=True)))
     owner = draw(st.lists(st.sampled_from(ids), min_size=elements, max_size=elements))
     owner[: len(ids)] = ids  # every id owns an element
@@ -270,7 +270,7 @@ def test_a_refusal_comes_before_any_model_call(name):
     data=st.data(),
     name=st.sampled_from(RANDOMISED),
     batch=st.integers(2, 4),
-    elements=st.integers(2, 8),
+    elements=st.integers(2, 13),
     budget=st.one_of(st.none(), st.integers(20, 200)),
     seed=st.integers(0, 2**16),
 )
@@ -283,15 +283,23 @@ def test_an_example_gets_its_row_whatever_the_others_features_at_the_baseline(
     x = torch.randn(batch, elements, generator=g, dtype=torch.float64)
     per_example = data.draw(st.booleans())
     base = torch.randn(batch if per_example else 1, elements, generator=g, dtype=torch.float64)
-    owner = torch.tensor(_mask_ids(data.draw, elements)) if data.draw(st.booleans()) else None
+    # no mask, one shared by the batch, or one per example (superpixels: then the
+    # estimators that read the layout group the examples by their own windows, from
+    # 10 features on)
+    form = data.draw(st.sampled_from(["none", "shared", "per example"]))
+    owner = None
+    if form != "none":
+        rows = batch if form == "per example" else 1
+        owner = torch.tensor([_mask_ids(data.draw, elements, 12) for _ in range(rows)])
+    most = elements if data.draw(st.booleans()) else 2  # many at the baseline, or few
     for row in range(batch):
-        null = data.draw(st.lists(st.booleans(), min_size=elements, max_size=elements))
-        chosen = torch.tensor(null)
+        null = data.draw(st.sets(st.integers(0, elements - 1), max_size=most))
+        chosen = torch.tensor(sorted(null), dtype=torch.long)
         x[row, chosen] = base[row if per_example else 0, chosen]
     model = Model(elements, seed)
-    mask = None if owner is None else (owner.view(1, -1),)
 
     def explain(rows: slice) -> torch.Tensor:
+        mask = None if owner is None else (owner[rows] if form == "per example" else owner,)
         sub = Case((x[rows],), mask, base[rows] if per_example else base, 1, [], 0)
         try:
             return _call(name, model, sub, budget, seed).attributions

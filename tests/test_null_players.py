@@ -312,3 +312,33 @@ def test_one_varying_feature_costs_shapley_sampling_two_evaluations():
         assert result.n_evaluations.tolist() == [2, 2]
     with pytest.raises(ValueError, match="2 evaluations per example; raise budget to 2"):
         cg.ShapleySampling(model).attribute(x, target=0, budget=1)
+
+
+@pytest.mark.parametrize("cls", [cg.PairedKernelShap, cg.BayesShap], ids=lambda c: c.__name__)
+def test_per_example_masks_read_each_examples_own_windows(cls):
+    # superpixel-like per-example masks: the patch grid, its ids relabelled (other
+    # neighbours for each id), the grid again. Explained alone an example reads its
+    # windows off its own mask; in a batch it did not (the ids' order for all), so its
+    # row depended on its batch. Now the examples with the same windows share a game.
+    mask, _ = _grid_features()
+    relabel = torch.randperm(16, generator=torch.Generator().manual_seed(0))
+    masks = torch.cat([mask, relabel[mask], mask])
+    model = NeighbourProducts()
+    x = 0.5 + torch.rand(
+        3, 1, 8, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
+
+    def explain(rows):
+        return cls(model).attribute(
+            x[rows], target=1, feature_mask=masks[rows], budget=200,
+            generator=torch.Generator().manual_seed(4),
+        )  # fmt: skip
+
+    batch = explain(slice(None))
+    for i in range(3):
+        torch.testing.assert_close(explain(slice(i, i + 1))[0], batch[i], rtol=0, atol=1e-7)
+    explainer = cls(model)
+    game, _ = explainer._game(explainer._options({}), x, 0.0, 1, None, masks)
+    groups, which = torch.unique(varying_features(game), dim=0, return_inverse=True)
+    games = merged_groups(game, groups, which, True)
+    assert sorted(e.tolist() for e, _ in games) == [[0, 2], [1]]

@@ -54,7 +54,9 @@ def explain_present_features(
     where the call's did, so an example's values do not depend on its batch).
     Under shared masks the groups with as many features (and, where the
     estimator ``reads_layout``, the same local windows) are one game with
-    per-example masks (:func:`merged_groups`).
+    per-example masks (:func:`merged_groups`); under per-example masks (superpixels)
+    the estimators that read the layout explain together only the examples whose
+    own layouts give the same windows.
     """
     if null_players:
         used = game.features.present()
@@ -64,7 +66,8 @@ def explain_present_features(
     else:
         present = game.features.present()
     groups, which = torch.unique(present, dim=0, return_inverse=True)
-    if groups.shape[0] == 1 and bool(groups.all()):
+    by_layout = reads_layout and game.features.per_example
+    if groups.shape[0] == 1 and bool(groups.all()) and not by_layout:
         return explain(game)
     if groups.shape[0] > 1 and exact_for_dummies and not null_players:
         return explain(game)
@@ -113,6 +116,12 @@ def merged_groups(
         examples = None if len(groups) == 1 else (which == group).nonzero()[:, 0]
         return examples, groups[group].nonzero()[:, 0]
 
+    if game.features.per_example and reads_layout:
+        return [
+            part
+            for group in range(len(groups))
+            for part in _same_windows(game, groups, which, group)
+        ]
     if len(groups) == 1 or game.features.per_example:
         return [alone(group) for group in range(len(groups))]
     counts = groups.sum(dim=1).tolist()
@@ -130,6 +139,22 @@ def merged_groups(
         examples = chosen[which].nonzero()[:, 0]
         out.append((examples, groups[which[examples]]))
     return out
+
+
+def _same_windows(
+    game: CoalitionGame, groups: Tensor, which: Tensor, group: int
+) -> list[tuple[Tensor | None, Tensor]]:
+    """The examples of one set of ids under per-example masks, split by the windows of
+    each one's own layout: explained alone, an example reads its windows off its
+    mask, so a game of several must share them (each gets the first one's layout)."""
+    examples = (which == group).nonzero()[:, 0]
+    ids, kept = groups[group].nonzero()[:, 0], groups[group][None]
+    games: dict[Any, list[int]] = {}
+    for example in examples.tolist():
+        alone = game.features.select(torch.tensor([example], device=examples.device))
+        games.setdefault(kept_windows(alone, kept)[0], []).append(example)
+    rows = [torch.tensor(members, device=examples.device) for members in games.values()]
+    return [(members, ids) for members in rows]
 
 
 def varying_features(game: CoalitionGame) -> Tensor:

@@ -291,7 +291,7 @@ class CoalitionGame:
         if ids is not None and ids.dim() == 2:
             features = features.renumbered_rows(ids, rest, shared_geometry)
         elif ids is not None:
-            features = features.renumbered(ids, rest)
+            features = features.renumbered(ids, rest, shared_geometry)
         if examples is None:
             return dataclasses.replace(self, features=features, evaluations=torch.zeros(0))
         batch = self.batch_size

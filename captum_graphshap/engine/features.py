@@ -76,17 +76,22 @@ class FeatureMasks:
             out.scatter_(1, flat, True)
         return out
 
-    def renumbered(self, ids: Tensor, rest: int = -1) -> FeatureMasks:
+    def renumbered(
+        self, ids: Tensor, rest: int = -1, shared_geometry: bool = False
+    ) -> FeatureMasks:
         """The masks with feature ``ids[k]`` renamed ``k``, any other id ``rest`` (every
         used id must be in ``ids`` unless ``rest`` names one of the new ids; then
-        :attr:`geometry` keeps -1 there)."""
+        :attr:`geometry` keeps -1 there). ``shared_geometry``: per-example masks take
+        the first example's layout as :attr:`geometry` (their windows agree)."""
         lookup = torch.full((self.num_features,), -1, dtype=torch.long, device=ids.device)
         lookup[ids] = torch.arange(ids.numel(), device=ids.device)
         layout = tuple(lookup[m] for m in self.masks)
-        if rest == -1:
-            return FeatureMasks(layout, int(ids.numel()), self.per_example, id_ranges(layout))
-        masks = tuple(torch.where(m < 0, rest, m) for m in layout)
-        return FeatureMasks(masks, int(ids.numel()), self.per_example, id_ranges(masks), layout)
+        count = int(ids.numel())
+        geometry = None if rest == -1 else layout
+        if shared_geometry and self.per_example:
+            geometry = tuple(m[:1] for m in layout)
+        masks = layout if rest == -1 else tuple(torch.where(m < 0, rest, m) for m in layout)
+        return FeatureMasks(masks, count, self.per_example, id_ranges(masks), geometry)
 
     def renumbered_rows(self, keep: Tensor, rest: int, shared_geometry: bool) -> FeatureMasks:
         """Shared masks made per example: example ``n``'s kept features (``keep`` ``(N, d)``
