@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
 from ..plans.local_windows import kept_windows
+from ..plans.walsh_local import LOCAL_MIN_FEATURES
 from .result import Outcome
 
 #: extras indexed by feature along their second axis, besides ``Outcome.per_feature``
@@ -66,7 +67,9 @@ def explain_present_features(
     else:
         present = game.features.present()
     groups, which = torch.unique(present, dim=0, return_inverse=True)
+    # per-example masks: the examples' own windows (from LOCAL_MIN_FEATURES features)
     by_layout = reads_layout and game.features.per_example
+    by_layout = by_layout and game.num_features >= LOCAL_MIN_FEATURES
     if groups.shape[0] == 1 and bool(groups.all()) and not by_layout:
         return explain(game)
     if groups.shape[0] > 1 and exact_for_dummies and not null_players:

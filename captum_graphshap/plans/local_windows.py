@@ -63,6 +63,8 @@ def kept_windows(features: FeatureMasks, kept: Tensor) -> list[Windows | None]:
     layout = features.masks if features.geometry is None else features.geometry
     if features.per_example:
         raise ValueError("kept_windows reads shared masks")
+    if int(kept.sum(dim=1).max()) < LOCAL_MIN_FEATURES:  # no windows: no contacts to count
+        return [None] * len(kept)
     table = _contacts(layout, d)
     out: list[Windows | None] = []
     for row in kept.cpu().numpy():
