@@ -33,6 +33,7 @@ from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley, prefix_cache, prompt_graph
 
 from .reference import brute_l_shapley
+from .test_bivariate import brute_bivariate
 from .test_fuzz import FUZZ
 from .test_owen_value import brute_winter, random_nested
 from .tiny_lms import tiny_gpt2, tiny_llama
@@ -174,7 +175,9 @@ def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) 
     answer = tokenizer.encode(" ".join(letters(data.draw, 1, 3)))
     model = model_of(arch, seed)
     values = answer_log_probs(model, rows, answer)  # (2^d, T)
-    method = data.draw(st.sampled_from(["exact", "kernel", "owen", "lshapley", "sampling"]))
+    method = data.draw(
+        st.sampled_from(["exact", "kernel", "owen", "lshapley", "sampling", "bivariate"])
+    )
     attribution, options, expected = expectation(method, model, inp, values, d, data)
     explainer = LLMShapley(attribution, tokenizer)
     explainer.share_prompt_prefix = share
@@ -192,6 +195,12 @@ def check_against_brute_force(case, data, arch, seed, share, forward_in_tokens) 
         total = result.seq_attr.double().reshape(-1)[first].sum()
         torch.testing.assert_close(total, gap, rtol=1e-4, atol=5e-4)
         return
+    if method == "bivariate":  # the redundancy matrices too, per value on both axes
+        pairs = bivariate_tables(values, d)[:, spread][:, :, spread]  # (1 + T, n, n)
+        torch.testing.assert_close(result.seq_interactions.double(), pairs[0], rtol=1e-4, atol=5e-4)
+        torch.testing.assert_close(
+            result.token_interactions.double(), pairs[1:], rtol=1e-4, atol=2e-4
+        )
     expected = expected[spread]
     if result.token_attr is not None:  # KernelShap's kind gets none (Captum's rule)
         torch.testing.assert_close(result.token_attr.double(), expected.T, rtol=1e-4, atol=2e-4)
@@ -209,6 +218,8 @@ def expectation(method: str, model, inp, values: torch.Tensor, d: int, data):
     columns = range(values.shape[1])
     if method == "exact":
         return cg.ExactShapley(model), {}, brute_force_shapley(values, d)
+    if method == "bivariate":
+        return cg.BivariateShapley(model), {}, brute_force_shapley(values, d)
     if method == "kernel":  # a budget that covers every coalition: exact too
         options = {"budget": max(2, 1 << d)}
         return cg.PairedKernelShap(model), options, brute_force_shapley(values, d)
@@ -225,6 +236,17 @@ def expectation(method: str, model, inp, values: torch.Tensor, d: int, data):
     graph = prompt_graph(inp).to_networkx()
     expected = [brute_l_shapley(game(c), graph, k, context) for c in columns]
     return cg.LShapley(model), {"k": k, "context": context}, as_table(expected)
+
+
+def bivariate_tables(values: torch.Tensor, d: int) -> torch.Tensor:
+    """``(1 + T, d, d)``: Masoomi et al.'s matrix (Eq. 6) of the sequence's game (the
+    answer's log-probability) and of each answer token's."""
+    games = torch.cat([values.sum(1, keepdim=True), values], dim=1)  # (2^d, 1 + T)
+
+    def game(column: int):
+        return lambda s: float(games[sum(1 << i for i in s), column])
+
+    return torch.stack([brute_bivariate(game(c), d) for c in range(games.shape[1])])
 
 
 def as_table(per_column: list[list[float]]) -> torch.Tensor:
