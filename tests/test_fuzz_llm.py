@@ -17,7 +17,6 @@ derandomised few.
 from __future__ import annotations
 
 import itertools
-import math
 import warnings
 from unittest import mock
 
@@ -32,7 +31,7 @@ import captum_graphshap as cg
 from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley, prefix_cache, prompt_graph
 
-from .reference import brute_l_shapley
+from .reference import brute_l_shapley, brute_shapley
 from .test_bivariate import brute_bivariate
 from .test_fuzz import FUZZ
 from .test_owen_value import brute_winter, random_nested
@@ -72,17 +71,14 @@ def answer_log_probs(model: torch.nn.Module, prompts: list[list[int]], answer: l
     return torch.stack(out)
 
 
+def column_game(values: torch.Tensor, column: int):
+    """The game of one column of ``values`` ``(2^d, T)`` (bit i: feature i)."""
+    return lambda s: float(values[sum(1 << i for i in s), column])
+
+
 def brute_force_shapley(values: torch.Tensor, d: int) -> torch.Tensor:
-    """``(d, T)`` Shapley values of the games ``values`` ``(2^d, T)`` (bit i: feature i)."""
-    phi = torch.zeros(d, values.shape[1], dtype=torch.float64)
-    for i in range(d):
-        for coalition in range(1 << d):
-            if coalition >> i & 1:
-                continue
-            size = bin(coalition).count("1")
-            weight = math.factorial(size) * math.factorial(d - size - 1) / math.factorial(d)
-            phi[i] += weight * (values[coalition | 1 << i] - values[coalition])
-    return phi
+    """``(d, T)`` Shapley values of the games ``values`` ``(2^d, T)``."""
+    return as_table([brute_shapley(column_game(values, c), d) for c in range(values.shape[1])])
 
 
 @st.composite
@@ -213,7 +209,7 @@ def expectation(method: str, model, inp, values: torch.Tensor, d: int, data):
     """The attribution method, its options and its values ``(d, T)`` by brute force."""
 
     def game(column: int):
-        return lambda s: float(values[sum(1 << i for i in s), column])
+        return column_game(values, column)
 
     columns = range(values.shape[1])
     if method == "exact":
@@ -242,11 +238,8 @@ def bivariate_tables(values: torch.Tensor, d: int) -> torch.Tensor:
     """``(1 + T, d, d)``: Masoomi et al.'s matrix (Eq. 6) of the sequence's game (the
     answer's log-probability) and of each answer token's."""
     games = torch.cat([values.sum(1, keepdim=True), values], dim=1)  # (2^d, 1 + T)
-
-    def game(column: int):
-        return lambda s: float(games[sum(1 << i for i in s), column])
-
-    return torch.stack([brute_bivariate(game(c), d) for c in range(games.shape[1])])
+    columns = range(games.shape[1])
+    return torch.stack([brute_bivariate(column_game(games, c), d) for c in columns])
 
 
 def as_table(per_column: list[list[float]]) -> torch.Tensor:

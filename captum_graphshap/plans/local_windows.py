@@ -47,12 +47,18 @@ def feature_windows(features: FeatureMasks | None) -> Windows | None:
     :data:`~captum_graphshap.plans.walsh_local.LOCAL_MIN_FEATURES` features."""
     if features is None or features.num_features < LOCAL_MIN_FEATURES:
         return None
-    if features.geometry is not None and all(g.shape[0] == 1 for g in features.geometry):
-        return mask_windows(features.geometry, features.num_features)  # shared by the batch
-    if features.per_example:
-        return None
-    layout = features.masks if features.geometry is None else features.geometry
-    return mask_windows(layout, features.num_features)
+    layout = shared_layout(features)
+    return None if layout is None else mask_windows(layout, features.num_features)
+
+
+def shared_layout(features: FeatureMasks) -> tuple[Tensor, ...] | None:
+    """The layout the batch's windows are read from: the geometry where it is one
+    ``(1, *S)`` layout (it marks dropped features' elements -1), else shared masks;
+    None where the masks differ per example without one."""
+    geometry = features.geometry
+    if geometry is not None and all(g.shape[0] == 1 for g in geometry):
+        return geometry
+    return None if features.per_example else features.masks
 
 
 def kept_windows(features: FeatureMasks, kept: Tensor) -> list[Windows | None]:
@@ -60,8 +66,8 @@ def kept_windows(features: FeatureMasks, kept: Tensor) -> list[Windows | None]:
     ``kept`` ``(G, d)`` bool, from one count of touching elements: those of two kept
     features are the same with the others' elements dropped. ``features``: shared."""
     d = features.num_features
-    layout = features.masks if features.geometry is None else features.geometry
-    if features.per_example:
+    layout = shared_layout(features)
+    if layout is None:
         raise ValueError("kept_windows reads shared masks")
     if int(kept.sum(dim=1).max()) < LOCAL_MIN_FEATURES:  # no windows: no contacts to count
         return [None] * len(kept)
