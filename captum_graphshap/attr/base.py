@@ -40,6 +40,7 @@ from ..engine.coalition_game import (
 from ..engine.features import FeatureMasks
 from ..engine.plan import Plan
 from ._options import check_flag, unknown_options_error
+from .budget import BudgetAccounting, coalition_budget
 from .docs import HidesCaptumInternals, publish_signature
 from .dummies import explain_present_features
 from .guards import check_finite_result, check_model_instance, integer_inputs_hint, model_state_kept
@@ -115,6 +116,9 @@ class GameAttribution(PerturbationAttribution):
     #: ``plans/local_windows.py``): examples with different features at their
     #: baseline are then explained together only where the windows agree
     reads_feature_layout: ClassVar[bool] = False
+    #: how ``budget=`` pays for references and the predicted class's forward
+    #: (``attr/budget.py``, :data:`~.budget.BudgetAccounting`)
+    budget_accounting: ClassVar[BudgetAccounting] = "coalition"
 
     def __init__(self, forward_func: Callable[..., Any]) -> None:
         """
@@ -259,9 +263,15 @@ class GameAttribution(PerturbationAttribution):
             feature_mask,
             perturbations_per_eval,
         )
+        checked, budget_note = coalition_budget(checked, game, self.budget_accounting)
         with model_state_kept(self.forward_func), integer_inputs_hint(inputs):
             try:
                 outcome = self._explain_outputs(game, checked, show_progress)
+            except ValueError as error:
+                if budget_note is None or f"budget={checked.budget}" not in str(error):
+                    raise
+                # the class's refusal quotes the coalitions' budget: say what the user's was
+                raise ValueError(f"{error} {budget_note}") from None
             except AggregatedOutput:
                 # Captum's aggregated mode: explain the batch as one example
                 whole = game.aggregated()

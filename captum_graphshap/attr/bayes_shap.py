@@ -259,7 +259,8 @@ def _sample_counts(options: BayesShapOptions, d: int) -> tuple[int, int | None, 
     if options.budget is None:
         samples = _check_n_samples(options.n_samples, d)
         return samples, _check_max_samples(options.max_samples, samples, width), width
-    budget_samples = samples_within(options.budget, 2, 1, 2, "BayesShap")
+    # one feature: the two endpoints are its value (nothing is sampled)
+    budget_samples = samples_within(options.budget, 2, 1, 2 if d > 1 else 0, "BayesShap")
     if budget_samples // 2 < enumerable_pairs(d):
         # drawn pair by pair (memory per draw): bounded like every plan; beyond
         # the distinct pairs, multiplicities are drawn and any budget is fine

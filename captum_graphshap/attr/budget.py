@@ -14,12 +14,19 @@ The graph methods (Myerson, L-/C-Shapley) have no samples to choose: their
 plan is fixed by the graph and ``k``. For them ``budget`` is a cap: a plan
 over it is refused with its count, or, with ``over_budget="kernel"``,
 replaced by C-Shapley's kernel variant within the budget.
+
+Two costs come before any coalition: with ``references=`` (a background set
+of ``B`` rows) a coalition's value is the mean over the references, ``B``
+model evaluations; with ``value="log_prob"`` and no target, the class to
+explain is the one predicted on the input, one forward per example first.
+:func:`coalition_budget` takes both off before a class plans its coalitions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._compat import is_int
 from ..engine.plan import Plan
@@ -27,6 +34,16 @@ from ..graphs import FeatureGraph, GridGraph
 from ..plans import stencils
 from ..plans.l_c_shapley import c_shapley_regression_plan
 from ..plans.limits import MAX_COALITIONS
+
+if TYPE_CHECKING:
+    from ..engine.coalition_game import CoalitionGame
+
+#: How a class's ``budget=`` pays for the references and the target's forward:
+#: ``"coalition"``, the class plans coalitions and each costs one evaluation per
+#: reference (:func:`coalition_budget` converts); ``"row"``, each row carries one
+#: sampled reference (only the target's forward is taken off); ``"own"``, the
+#: class counts both itself (the graph methods, OwenValue).
+BudgetAccounting = Literal["coalition", "row", "own"]
 
 
 def check_budget(budget: Any, n_samples: Any) -> int | None:
@@ -43,6 +60,42 @@ def check_budget(budget: Any, n_samples: Any) -> int | None:
     if int(budget) < 1:
         raise ValueError(f"budget must be >= 1 evaluation per example, got {budget}.")
     return int(budget)
+
+
+def coalition_budget(
+    options: Any, game: CoalitionGame, accounting: BudgetAccounting
+) -> tuple[Any, str | None]:
+    """``options`` with ``budget`` what is left for the coalitions, and the sentence
+    that says so (None where nothing is taken off).
+
+    Refuses a budget that leaves no coalition, before any model call.
+    """
+    budget = getattr(options, "budget", None)
+    if budget is None or accounting == "own":
+        return options, None
+    target_forward = int(game.value == "log_prob" and game.target is None)
+    per_coalition = game.num_references if accounting == "coalition" else 1
+    if per_coalition == 1 and target_forward == 0:
+        return options, None
+    left = (budget - target_forward) // per_coalition
+    costs = []
+    if per_coalition > 1:
+        costs.append(f"each coalition costs {per_coalition} evaluations (one per reference)")
+    if target_forward:
+        costs.append(
+            'one forward finds the predicted class first (value="log_prob" without a target)'
+        )
+    note = (
+        f"budget={budget} counts model evaluations per example: {' and '.join(costs)}, "
+        f"so {left} are left for the coalitions"
+    )
+    if left < 1:
+        raise ValueError(f"{note}; raise budget to {per_coalition + target_forward} or more.")
+    back = [f"multiply by {per_coalition}"] if per_coalition > 1 else []
+    back += ["add 1"] if target_forward else []
+    return dataclasses.replace(options, budget=left), (
+        f"({note}: the budgets above count those; {' and '.join(back)} for budget=.)"
+    )
 
 
 def samples_within(budget: int, fixed: int, per_sample: int, minimum: int, method: str) -> int:
@@ -158,8 +211,8 @@ def _kernel_within(
             return plan
     raise ValueError(
         f"{who} is over budget={budget:,}{why}, and even its kernel variant with "
-        f"single features needs {(d + 2) * references + extra:,} evaluations per example; "
-        "raise budget."
+        f"single features needs {(d + 2 if d > 1 else 2) * references + extra:,} evaluations "
+        "per example; raise budget."
     )
 
 

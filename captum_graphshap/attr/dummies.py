@@ -76,7 +76,11 @@ def explain_present_features(
         return explain(game)
     parts: list[tuple[Tensor | None, Tensor, Outcome]] = []
     rest = 0 if null_players else -1
-    for position, (examples, ids) in enumerate(merged_groups(game, groups, which, reads_layout)):
+    # the games with the most features first: a budget too small for a game refuses it
+    # there, before any model call, not after the smaller games ran (values unchanged:
+    # each game's draws start where the call's did)
+    games = sorted(merged_groups(game, groups, which, reads_layout), key=_kept_count, reverse=True)
+    for position, (examples, ids) in enumerate(games):
         if position and restart is not None:
             restart()
         sub = game.restricted(examples, ids, rest, shared_geometry=reads_layout)
@@ -99,6 +103,12 @@ def explain_present_features(
             ids = ids.nonzero()[:, 1].view(ids.shape[0], -1)
         parts.append((examples, ids, outcome))
     return merge_outcomes(parts, game.batch_size, game.num_features)
+
+
+def _kept_count(group: tuple[Tensor | None, Tensor]) -> int:
+    """The features a game of :func:`merged_groups` keeps."""
+    ids = group[1]
+    return int(ids.shape[0]) if ids.dim() == 1 else int(ids[0].sum())
 
 
 def merged_groups(

@@ -80,6 +80,7 @@ class GraphAttribution(GameAttribution):
     Options = GraphOptions
     renames = GRAPH_RENAMES
     graph_mask = True
+    budget_accounting = "own"  # budget.py: it counts references itself
 
     def graph_plan(self, options: Any) -> PlanBuilder:
         """The plan of one graph, for these options."""

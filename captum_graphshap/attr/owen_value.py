@@ -129,6 +129,7 @@ class OwenValue(GameAttribution, captum_attr.ShapleyValues):
     """
 
     Options = OwenOptions
+    budget_accounting = "own"  # budget.py: it counts references itself
     graph_mask = True
 
     def explain(self, game: CoalitionGame, options: OwenOptions, show_progress: bool) -> Outcome:

@@ -195,6 +195,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     exact_for_dummies = True
     drops_null_players = True
     Options = ShapleySamplingOptions
+    budget_accounting = "row"  # budget.py: a row is a prefix with its own sampled reference
 
     def explain(
         self, game: CoalitionGame, options: ShapleySamplingOptions, show_progress: bool

@@ -318,15 +318,19 @@ def _regression_plan_cached(
         - torch.log(sizes)
         - torch.log(n - sizes)
     )
-    weight = torch.exp(log_w - log_w.max())
-    gram = rows.T @ (weight[:, None] * rows)  # (n, n)
-    cross = rows.T * weight  # (n, M)
-    gram_inv_cross = torch.linalg.solve(gram, cross)
-    gram_inv_ones = torch.linalg.solve(gram, torch.ones(n, dtype=torch.float64))
-    total = gram_inv_ones.sum()
-    # phi = P (v_S - v0) + q (v(D) - v0): the constrained WLS solution.
-    p_matrix = gram_inv_cross - gram_inv_ones[:, None] * gram_inv_cross.sum(dim=0) / total
-    q_vector = gram_inv_ones / total
+    if count == 0:  # one feature: no set between the empty and the full one
+        p_matrix = torch.zeros(n, 0, dtype=torch.float64)
+        q_vector = torch.ones(n, dtype=torch.float64)  # phi = v(D) - v(empty)
+    else:
+        weight = torch.exp(log_w - log_w.max())
+        gram = rows.T @ (weight[:, None] * rows)  # (n, n)
+        cross = rows.T * weight  # (n, M)
+        gram_inv_cross = torch.linalg.solve(gram, cross)
+        gram_inv_ones = torch.linalg.solve(gram, torch.ones(n, dtype=torch.float64))
+        total = gram_inv_ones.sum()
+        # phi = P (v_S - v0) + q (v(D) - v0): the constrained WLS solution.
+        p_matrix = gram_inv_cross - gram_inv_ones[:, None] * gram_inv_cross.sum(dim=0) / total
+        q_vector = gram_inv_ones / total
     coeffs = torch.cat(
         [(-p_matrix.sum(dim=1) - q_vector)[:, None], p_matrix, q_vector[:, None]], dim=1
     )  # columns: empty, family..., full

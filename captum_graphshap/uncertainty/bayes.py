@@ -313,7 +313,9 @@ class BayesShapRounds:
         self.needed: Tensor | None = None
         self.stage = "first" if d >= 2 else "done"
         self.focus_round = 0
-        self.first = max(d, n_samples // 2) if self.focused else n_samples
+        # focused: a first round of at least d draws (the posterior that focuses the
+        # rest needs them), never more than n_samples (then nothing is focused)
+        self.first = min(n_samples, max(d, n_samples // 2)) if self.focused else n_samples
 
     # ---------------------------------------------------------------- plans
     def next_plan(self) -> Plan | None:
@@ -324,13 +326,14 @@ class BayesShapRounds:
             first = torch.full((batch,), self.first)
             return self._plan(self.examples, first, focused=False, fill=self.fill)
         if self.stage == "focus":
-            remaining = self.n_samples - self.first
+            # in pairs, as _plan draws them (the first round: at least one)
+            remaining = (self.n_samples - 2 * max(self.first // 2, 1)) // 2
             rounds = min(FOCUS_ROUNDS, remaining)
             if self.focus_round < rounds:
                 index = self.focus_round
                 self.focus_round += 1
                 size = remaining // rounds + (1 if index < remaining % rounds else 0)
-                sizes = torch.full((batch,), size)
+                sizes = torch.full((batch,), 2 * size)
                 return self._plan(self.examples, sizes, focused=True, fill=self.fill)
             self.stage = "width"
         if self.stage == "width" and self.target_width is not None:
