@@ -135,7 +135,7 @@ def every_output_values(game: CoalitionGame, example_index: Tensor, rows: Tensor
         return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
     except MultipleOutputs as multiple:
         game.outputs = int(torch.Size(multiple.shape).numel())
-        game.tape_position = 0
+        game.tape.position = 0
         return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
 
 

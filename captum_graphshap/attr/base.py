@@ -329,7 +329,7 @@ class GameAttribution(PerturbationAttribution):
         for index in range(game.outputs):
             _restore_random_state(state)
             game.output_index = index
-            game.tape_position = 0
+            game.tape.position = 0
             outcomes.append(self._explain_features(game, options, show_progress, state))
         return stack_outcomes(outcomes, shape)
 

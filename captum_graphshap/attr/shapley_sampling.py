@@ -218,6 +218,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         ranks, reference_index = _draw_orderings(game, options, count, cost)
         count = ranks.shape[1]
         plan = permutation_plan(ranks, options.antithetic)
+        before = game.evaluations_with_replays()
         values = game.evaluate_rows(
             plan.example_index,  # type: ignore[arg-type]
             plan.coalitions,
@@ -226,7 +227,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
             desc=self.progress_desc,
         )
         if surrogate is None and not options.return_uncertainty:
-            return Outcome(_with_window(game, options, plan.estimator(values), values, ranks))
+            spent = int((game.evaluations_with_replays() - before).max())
+            whole_mean = plan.estimator(values)
+            return Outcome(_with_window(game, options, whole_mean, values, ranks, spent))
         contributions = permutation_contributions(values.view(*ranks.shape[:2], -1), ranks)
         if surrogate is not None:
             contributions = controlled_contributions(
@@ -317,8 +320,12 @@ def _with_window(
     whole_mean: Tensor,
     values: Tensor,
     ranks: Tensor,
+    spent: int,
 ) -> Tensor:
     """The whole orderings' mean, with ``budget=``'s rest spent on one ordering's window.
+
+    ``spent``: the evaluations per example the whole orderings made (or the
+    multi-output tape replayed: the window is the same in each output's run).
 
     :mod:`~captum_graphshap.plans.permutation_window`: unbiased, efficient,
     exact where the whole orderings are (additive models). Not with
@@ -328,7 +335,7 @@ def _with_window(
         return whole_mean
     batch, orderings, d = ranks.shape
     paired = options.antithetic and orderings % 2 == 0
-    left = options.budget - int(game.evaluations.max())
+    left = options.budget - spent
     window = draw_window(d, left, paired, options.generator, game.device)
     if window is None:
         return whole_mean

@@ -155,16 +155,17 @@ class ChunkRun:
                 raise
             return False
         self._report_retries(pacer)
-        if not replayed:  # a replayed output was counted when the probe ran
-            self._count(unit.numel(), rows_example)
         try:
             row_values = self.game.values_of(output, unit.numel(), rows_example)
         except MultipleOutputs:
             # The first call found several outputs per example: the
             # adapter restarts once per output, and this chunk's rows
-            # are replayed instead of evaluated (and counted) again.
+            # are replayed instead of evaluated again.
             self.game.probe.keep(perturbed, output)
             raise
+        # counted where the values are used: a probe's rows once they are replayed (the
+        # game that ran them may be a group's, discarded by the restart)
+        self._count(unit.numel(), rows_example)
         slot = unit if self.per_reference else coalition_id
         if self.shared:
             totals.index_add_(0, slot, row_values.view(-1, self.game.batch_size, *self.trailing))

@@ -50,6 +50,7 @@ from .features import FeatureMasks
 from .output_modes import (
     AggregatedOutput,
     MultipleOutputs,
+    OutputTape,
     Probe,
     check_output,
     select_values,
@@ -123,12 +124,15 @@ class CoalitionGame:
     #: ``target`` on the host when it was given there (ints, tuples, lists, a CPU
     #: tensor): its range checks read this copy, not the device
     target_host: Tensor | None = None
+    #: multi-output mode: the first output's evaluations, replayed by the runs of the
+    #: others; shared, as the probe below, by the restricted copies of the game
+    tape: OutputTape = dataclasses.field(default_factory=OutputTape)
+    #: the rows and output of the call that found several outputs per example,
+    #: replayed once when the adapter restarts (not evaluated twice)
+    probe: Probe = dataclasses.field(default_factory=Probe)
 
     def __post_init__(self) -> None:
         self._flat_target: Tensor | None = None
-        #: the rows and output of the call that found several outputs per
-        #: example, replayed once when the adapter restarts (not evaluated twice)
-        self.probe = Probe()
         #: units per call that fitted after running out of memory (None: no OOM yet)
         self.units_after_oom: int | None = None
         #: one coalition per call: from the start for Captum's LLM forward (one
@@ -137,12 +141,10 @@ class CoalitionGame:
         self.one_unit_per_call = self.perturbations_per_eval is None and takes_one_prompt(
             self.forward_func
         )
-        #: multi-output mode: the values of every ``_run`` of the first output's
-        #: run, all outputs kept, replayed by the runs of the other outputs
-        self.tape: list[tuple[tuple[Any, ...], Tensor]] = []
-        self.tape_position = 0
         if self.evaluations.numel() != self.batch_size:
             self.evaluations = torch.zeros(self.batch_size, dtype=torch.long, device=self.device)
+        #: ``(N,)`` evaluations the multi-output tape replayed (not made again)
+        self.replayed_evaluations = torch.zeros_like(self.evaluations)
 
     @property
     def batch_size(self) -> int:
@@ -455,17 +457,26 @@ class CoalitionGame:
         output = slice(None) if every_output else self.output_index
         if self.outputs > 1:
             key = tape_key(coalitions, example_index, reference_index, per_reference)
-            position = self.tape_position
-            self.tape_position += 1
-            if position < len(self.tape) and self.tape[position][0] == key:
-                return self.tape[position][1][..., output]
+            tape = self.tape.entries
+            position = self.tape.position
+            self.tape.position += 1
+            if position < len(tape) and tape[position][0] == key:
+                self.replayed_evaluations += tape[position][2]
+                return tape[position][1][..., output]
+            before = self.evaluations.clone()
         run = ChunkRun(self, coalitions, example_index, reference_index, per_reference)
         totals = run.run(units_per_call, show_progress, desc)
         if self.outputs == 1:
             return totals[..., None] if every_output else totals
-        if position == len(self.tape):
-            self.tape.append((key, totals))
+        if position == len(self.tape.entries):
+            self.tape.entries.append((key, totals, self.evaluations - before))
         return totals[..., output]
+
+    def evaluations_with_replays(self) -> Tensor:
+        """``(N,)`` the evaluations made so far and those the multi-output tape replayed
+        instead: what a method that plans on what it spent reads (the same in each
+        output's run, as its plan must be)."""
+        return self.evaluations + self.replayed_evaluations
 
     def call_model(self, perturbed: tuple[Tensor, ...], args: tuple[Any, ...]) -> Tensor:
         """The model's output on rows ``perturbed`` (:func:`~.output_modes.check_output`)."""

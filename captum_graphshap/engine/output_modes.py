@@ -108,6 +108,22 @@ def select_values(
     return flat.gather(1, index[:, None])[:, 0].to(dtype)
 
 
+class OutputTape:
+    """Multi-output mode: the values of every evaluation of the first output's run, all
+    outputs kept (``entries``, keyed by :func:`tape_key`), replayed in order by the
+    runs of the other outputs (``position``: the next evaluation's place).
+
+    One tape serves a game and its restricted copies (the groups of examples with
+    features at their baseline): each output's run creates the groups anew, in the
+    same order, so their evaluations replay too.
+    """
+
+    def __init__(self) -> None:
+        #: (key, values, the evaluations per example it made)
+        self.entries: list[tuple[tuple[Any, ...], Tensor, Tensor]] = []
+        self.position = 0
+
+
 def tape_key(
     coalitions: RowSource,
     example_index: Tensor | None,

@@ -1,0 +1,125 @@
+"""A fuzzing harness for ``target=None`` on a model of several outputs: every output
+at once is each output alone.
+
+Captum's multi-output convention (and ours): without ``target`` a model of
+``K`` outputs is explained for every output, the attributions ``(N, K, ...)``.
+Our classes run the method once per output and replay the first run's model
+values for the others, the random draws restarted, so the call costs the
+evaluations of one output. On the contract harness's random layouts (vectors,
+images with patches, tuples; masks; baselines; a feature at its baseline, so
+the batch is explained in groups) each class must give:
+
+* ``result[:, k]`` equal to the call with ``target=k`` and the same seed;
+* the evaluations of one output, not ``K`` times them; ``Shear`` pays each
+  output's derivatives;
+* a budget's refusal for every output as for one.
+
+Found by this harness: with a feature at its baseline each output's run
+evaluated the model again (the groups' games had tapes of their own), and
+``ShapleySampling``'s window read what the run had spent off the evaluations
+made, which the replays do not add: the outputs after the first drew another
+window (``budget=12`` at d = 3: values 0.019 from ``target=k``'s).
+
+Derandomised and few on CI, with ``test_fuzz.py``'s settings;
+``GRAPHSHAP_FUZZ_EXAMPLES=500`` fuzzes harder with fresh draws.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import captum_graphshap as cg
+
+from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
+from .test_fuzz_contract import CLASSES, Model, _call, cases
+
+#: the model's outputs (test_fuzz_contract.Model)
+OUTPUTS = 3
+
+
+def _explain(name: str, model: Model, case, budget: int | None, seed: int):
+    """The call's attributions (a tuple) and evaluations, or the refusal's type."""
+    try:
+        result = _call(name, model, case, budget, seed)
+    except (ValueError, TypeError) as error:
+        return type(error), None
+    attributions = result.attributions
+    return (attributions if isinstance(attributions, tuple) else (attributions,)), (
+        result.n_evaluations
+    )
+
+
+@FUZZ
+@given(
+    case=cases(),
+    name=st.sampled_from(sorted(CLASSES)),
+    budget=st.one_of(st.none(), st.integers(2, 300)),
+    seed=st.integers(0, 2**16),
+)
+def test_every_output_at_once_is_each_output_alone(case, name, budget, seed):
+    elements = sum(x[0].numel() for x in case.inputs)
+    model = Model(elements, seed)
+    case.target = None
+    every, spent = _explain(name, model, case, budget, seed)
+    alone = []
+    for k in range(OUTPUTS):
+        case.target = k
+        alone.append(_explain(name, model, case, budget, seed))
+    if spent is None:  # refused: then for one output too
+        assert all(evaluations is None for _, evaluations in alone), name
+        return
+    for k, (attributions, evaluations) in enumerate(alone):
+        assert evaluations is not None, (name, k)
+        for whole, one in zip(every, attributions):
+            assert whole.shape == (one.shape[0], OUTPUTS, *one.shape[1:]), name
+            torch.testing.assert_close(whole[:, k], one, rtol=0, atol=0, msg=f"{name} {k}")
+        if name == "Shear":  # its derivatives (cooperators) are each output's own
+            assert bool((spent <= OUTPUTS * evaluations).all()), (name, spent, evaluations)
+        else:
+            assert torch.equal(spent, evaluations), (name, spent, evaluations)
+
+
+class CountingModel(Model):
+    """The harness's model, counting the rows it is called on."""
+
+    def __init__(self, elements: int, seed: int) -> None:
+        super().__init__(elements, seed)
+        self.rows = 0
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        self.rows += inputs[0].shape[0]
+        return super().forward(*inputs)
+
+
+@pytest.mark.parametrize("name", ["ExactShapley", "PairedKernelShap", "ShapleySampling"])
+def test_every_output_costs_the_rows_of_one_with_features_at_the_baseline(name):
+    """Example 0 has feature 0 at its baseline: the batch is two games; each output's
+    run used to create them anew with empty tapes and evaluate the model again."""
+    x = torch.tensor([[0.0, -0.3, 0.7], [0.4, -0.3, 0.7]], dtype=torch.float64)
+    cls, options, _, _, _ = CLASSES[name]
+    counts = []
+    for target in (None, 1):
+        model = CountingModel(3, seed=0)
+        if name != "ExactShapley":
+            options = {**options, "generator": torch.Generator().manual_seed(0), "budget": 8}
+        explained = cls(model).attribute(x, target=target, return_evaluations=True, **options)
+        counts.append((model.rows, explained.n_evaluations.tolist()))
+    assert counts[0] == counts[1], (name, counts)
+
+
+@pytest.mark.parametrize("budget", [12, 14, 16])
+def test_shapley_samplings_window_is_the_same_for_every_output(budget):
+    """d = 3 and a budget whose rest buys a window after the whole orderings: every
+    output's run must draw the window the first drew."""
+    x = torch.tensor([[3.2, 2.7, 3.9], [2.4, 3.3, 3.1]], dtype=torch.float64)
+    explained = []
+    for target in (None, 1):
+        explained.append(
+            cg.ShapleySampling(CountingModel(3, seed=0)).attribute(
+                x, target=target, budget=budget, generator=torch.Generator().manual_seed(0)
+            )
+        )
+    torch.testing.assert_close(explained[0][:, 1], explained[1], rtol=0, atol=0)
