@@ -211,13 +211,17 @@ def _call(name: str, model: Model, case: Case, budget: int | None, seed: int):
         )
 
 
+#: one drawn call of every class: a case, the class, a budget (or none) and a seed
+CALLS = {
+    "case": cases(),
+    "name": st.sampled_from(sorted(CLASSES)),
+    "budget": st.one_of(st.none(), st.integers(2, 300)),
+    "seed": st.integers(0, 2**16),
+}
+
+
 @FUZZ
-@given(
-    case=cases(),
-    name=st.sampled_from(sorted(CLASSES)),
-    budget=st.one_of(st.none(), st.integers(2, 300)),
-    seed=st.integers(0, 2**16),
-)
+@given(**CALLS)
 def test_every_class_keeps_the_contract_on_random_layouts(case, name, budget, seed):
     _, _, efficient, budgeted, null = CLASSES[name]
     shapes = [x.shape[1:] for x in case.inputs]

@@ -29,12 +29,11 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given
-from hypothesis import strategies as st
 
 import captum_graphshap as cg
 
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
-from .test_fuzz_contract import CLASSES, Model, _call, cases
+from .test_fuzz_contract import CALLS, CLASSES, Model, _call
 
 #: the model's outputs (test_fuzz_contract.Model)
 OUTPUTS = 3
@@ -53,12 +52,7 @@ def _explain(name: str, model: Model, case, budget: int | None, seed: int):
 
 
 @FUZZ
-@given(
-    case=cases(),
-    name=st.sampled_from(sorted(CLASSES)),
-    budget=st.one_of(st.none(), st.integers(2, 300)),
-    seed=st.integers(0, 2**16),
-)
+@given(**CALLS)
 def test_every_output_at_once_is_each_output_alone(case, name, budget, seed):
     elements = sum(x[0].numel() for x in case.inputs)
     model = Model(elements, seed)
