@@ -190,7 +190,8 @@ def _gap(model: Model, case: Case) -> torch.Tensor:
     return high[rows, target] - low[rows, target]
 
 
-def _call(name: str, model: Model, case: Case, budget: int | None, seed: int):
+def _call(name: str, model: Model, case: Case, budget: int | None, seed: int, **extra):
+    """The class called as a Captum user would, ``extra`` added to the options."""
     cls, options, _, budgeted, _ = CLASSES[name]
     options = dict(options)
     if name in RANDOMISED:
@@ -208,6 +209,7 @@ def _call(name: str, model: Model, case: Case, budget: int | None, seed: int):
             feature_mask=mask,
             return_evaluations=True,
             **options,
+            **extra,
         )
 
 

@@ -20,14 +20,12 @@ Derandomised and few on CI, with ``test_fuzz.py``'s settings;
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
-from .test_fuzz_contract import CALLS, CLASSES, RANDOMISED, Case, Model
+from .test_fuzz_contract import CALLS, Case, Model, _call
 
 
 class ModelWithArguments(Model):
@@ -40,26 +38,8 @@ class ModelWithArguments(Model):
 
 
 def _explain(name: str, model: Model, case: Case, budget, seed: int, scale, **engine):
-    cls, options, _, budgeted, _ = CLASSES[name]
-    options = dict(options)
-    if name in RANDOMISED:
-        options["generator"] = torch.Generator().manual_seed(seed)
-    if budgeted and budget is not None:
-        options["budget"] = budget
-    inputs = case.inputs[0] if len(case.inputs) == 1 else case.inputs
-    mask = None if case.mask is None else (case.mask[0] if len(case.mask) == 1 else case.mask)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = cls(model).attribute(
-            inputs,
-            baselines=case.baselines,
-            target=case.target,
-            additional_forward_args=(scale, 0.25),
-            feature_mask=mask,
-            return_evaluations=True,
-            **engine,
-            **options,
-        )
+    """Attributions (a tuple) and evaluations, the model given ``(scale, 0.25)``."""
+    result = _call(name, model, case, budget, seed, additional_forward_args=(scale, 0.25), **engine)
     attributions = result.attributions
     return attributions if isinstance(attributions, tuple) else (
         attributions,
