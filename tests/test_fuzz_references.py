@@ -18,7 +18,8 @@ player of the averaged game only then). The properties:
   they and ``ShapleySampling`` one evaluation more under ``log_prob``);
 * ``ExactShapley``, and ``PairedKernelShap`` and ``BayesShap`` at a budget
   that covers every coalition, give the brute-force Shapley values of the
-  averaged game; ``MyersonValue`` its Myerson values on the line;
+  averaged game, as does ``OwenValue`` with one union; ``MyersonValue``,
+  ``LShapley`` and ``CShapley`` (both contexts) its values on the line;
   ``ShapleyResiduals`` its residual norms (a dense least-squares solve);
 * ``return_uncertainty=True`` of a graph method is the per-reference
   values' mean and normal-quantile standard error (Merrick and Taly).
@@ -41,7 +42,7 @@ from hypothesis import strategies as st
 
 import captum_graphshap as cg
 
-from .reference import brute_myerson, brute_shapley
+from .reference import brute_c_shapley, brute_l_shapley, brute_myerson, brute_shapley
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
 from .test_fuzz_contract import Model, _mask_ids
 from .test_residuals import dense_residuals
@@ -212,6 +213,11 @@ def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
     tolerance = _tolerance(case) * (1 + float(truth.abs().max()))
     exact = _per_feature(_call(cg.ExactShapley, model, case), case)
     torch.testing.assert_close(exact, truth, atol=tolerance, rtol=0)
+    # one union of every feature: the Owen value is the Shapley value (a hierarchy
+    # names every id up to the largest, as Captum's masks number 0..d-1)
+    union = list(range(max(case.ids) + 1))
+    owen = _per_feature(_call(cg.OwenValue, model, case, hierarchy=[union]), case)
+    torch.testing.assert_close(owen, truth, atol=tolerance, rtol=0, msg="OwenValue")
     # a budget that covers every coalition under every reference, and the class's forward
     covering = 2**d * count + int(case.value == "log_prob" and case.target is None)
     for cls in (cg.PairedKernelShap, cg.BayesShap):
@@ -220,6 +226,27 @@ def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
         torch.testing.assert_close(
             _per_feature(result, case), truth, atol=tolerance, rtol=0, msg=cls.__name__
         )
+
+
+@FUZZ
+@given(
+    case=cases(layouts=("vectors",)),
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 3),
+    context=st.sampled_from(["baseline", "input"]),
+)
+def test_l_and_c_shapley_of_the_averaged_game(case, seed, k, context):
+    case.mask = None  # one feature per position: the line of positions is the graph
+    case.owner = torch.arange(case.inputs.shape[1])
+    model = Model(case.inputs[0].numel(), seed)
+    line = nx.path_graph(len(case.ids))
+    for cls, brute in ((cg.LShapley, brute_l_shapley), (cg.CShapley, brute_c_shapley)):
+        truth = torch.tensor(
+            [brute(v, line, k, context) for v in _games(model, case)], dtype=torch.float64
+        )
+        tolerance = _tolerance(case) * (1 + float(truth.abs().max()))
+        values = _per_feature(_call(cls, model, case, k=k, context=context), case)
+        torch.testing.assert_close(values, truth, atol=tolerance, rtol=0, msg=cls.__name__)
 
 
 @FUZZ
