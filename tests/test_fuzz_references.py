@@ -20,7 +20,8 @@ player of the averaged game only then). The properties:
   that covers every coalition, give the brute-force Shapley values of the
   averaged game, as does ``OwenValue`` with one union; ``MyersonValue``,
   ``LShapley`` and ``CShapley`` (both contexts) its values on the line;
-  ``ShapleyResiduals`` its residual norms (a dense least-squares solve);
+  ``ShapleyResiduals`` its residual norms, global and local (a dense
+  least-squares solve of each neighbourhood's game);
 * ``return_uncertainty=True`` of a graph method is the per-reference
   values' mean and normal-quantile standard error (Merrick and Taly).
 
@@ -45,7 +46,7 @@ import captum_graphshap as cg
 from .reference import brute_c_shapley, brute_l_shapley, brute_myerson, brute_shapley
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
 from .test_fuzz_contract import Model, _mask_ids
-from .test_residuals import dense_residuals
+from .test_residuals import brute_local_norms, dense_residuals
 
 
 @dataclass
@@ -273,6 +274,29 @@ def test_myerson_values_and_their_interval_over_the_references(case, seed):
     mean, half_width = (_per_feature(t, case) for t in (result.attributions, result.half_width))
     torch.testing.assert_close(mean, truth, atol=tolerance, rtol=0)
     torch.testing.assert_close(half_width, spread, atol=tolerance, rtol=0)
+
+
+@FUZZ
+@given(
+    case=cases(layouts=("vectors",)),
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 2),
+    context=st.sampled_from(["baseline", "input"]),
+)
+def test_local_shapley_residuals_of_the_averaged_game(case, seed, k, context):
+    case.mask = None  # one feature per position: the line of positions is the graph
+    case.owner = torch.arange(case.inputs.shape[1])
+    model = Model(case.inputs[0].numel(), seed)
+    d = len(case.ids)
+    truth = []
+    for v in _games(model, case):
+        table = [v(frozenset(j for j in range(d) if code >> j & 1)) for code in range(2**d)]
+        table = torch.tensor(table, dtype=torch.float64)
+        truth.append(brute_local_norms(table, nx.path_graph(d), k, context))
+    expected = torch.tensor(truth, dtype=torch.float64)
+    norms = _per_feature(_call(cg.ShapleyResiduals, model, case, k=k, context=context), case)
+    tolerance = _tolerance(case) * (1 + float(expected.abs().max())) * 10
+    torch.testing.assert_close(norms, expected, atol=tolerance, rtol=0)
 
 
 @FUZZ
