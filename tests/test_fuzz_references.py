@@ -18,7 +18,8 @@ player of the averaged game only then). The properties:
   they and ``ShapleySampling`` one evaluation more under ``log_prob``);
 * ``ExactShapley``, and ``PairedKernelShap`` and ``BayesShap`` at a budget
   that covers every coalition, give the brute-force Shapley values of the
-  averaged game, as does ``OwenValue`` with one union; ``MyersonValue``,
+  averaged game, as does ``OwenValue`` with one union, and ``BivariateShapley``
+  its matrix (Masoomi et al.'s Eq. 6); ``MyersonValue``,
   ``LShapley`` and ``CShapley`` (both contexts) its values on the line;
   ``ShapleyResiduals`` its residual norms, global and local (a dense
   least-squares solve of each neighbourhood's game);
@@ -44,6 +45,7 @@ from hypothesis import strategies as st
 import captum_graphshap as cg
 
 from .reference import brute_c_shapley, brute_l_shapley, brute_myerson, brute_shapley
+from .test_bivariate import brute_bivariate
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
 from .test_fuzz_contract import Model, _mask_ids
 from .test_residuals import brute_local_norms, dense_residuals
@@ -214,6 +216,11 @@ def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
     tolerance = _tolerance(case) * (1 + float(truth.abs().max()))
     exact = _per_feature(_call(cg.ExactShapley, model, case), case)
     torch.testing.assert_close(exact, truth, atol=tolerance, rtol=0)
+    # Masoomi et al.'s matrix (Eq. 6), indexed by the mask's ids on both axes
+    ids = torch.tensor(case.ids)
+    matrix = _call(cg.BivariateShapley, model, case)[:, ids][:, :, ids].double()
+    pairs = torch.stack([brute_bivariate(v, d) for v in _games(model, case)])
+    torch.testing.assert_close(matrix, pairs, atol=tolerance, rtol=0, msg="BivariateShapley")
     # one union of every feature: the Owen value is the Shapley value (a hierarchy
     # names every id up to the largest, as Captum's masks number 0..d-1)
     union = list(range(max(case.ids) + 1))
