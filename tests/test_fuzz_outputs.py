@@ -12,7 +12,9 @@ the batch is explained in groups) each class must give:
 * ``result[:, k]`` equal to the call with ``target=k`` and the same seed;
 * the evaluations of one output, not ``K`` times them; ``Shear`` pays each
   output's derivatives;
-* a budget's refusal for every output as for one.
+* a budget's refusal for every output as for one;
+* the same with a background set (``references=``) in place of the baselines
+  and with ``return_uncertainty=True``: each output's half-widths too.
 
 Found by this harness: with a feature at its baseline each output's run
 evaluated the model again (the groups' games had tapes of their own), and
@@ -29,6 +31,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
 
 import captum_graphshap as cg
 
@@ -117,3 +120,53 @@ def test_shapley_samplings_window_is_the_same_for_every_output(budget):
             )
         )
     torch.testing.assert_close(explained[0][:, 1], explained[1], rtol=0, atol=0)
+
+
+#: the classes with intervals: over orderings (ShapleySampling), the posterior
+#: (BayesShap), over references (the graph methods: only with references)
+INTERVALS = ("ShapleySampling", "BayesShap", "MyersonValue", "LShapley", "CShapley")
+
+
+@FUZZ
+@given(**CALLS, references=st.integers(0, 3), intervals=st.booleans())
+def test_every_output_at_once_with_references_and_intervals(
+    case, name, budget, seed, references, intervals
+):
+    """As above, with a background set in place of the baselines and intervals."""
+    elements = sum(x[0].numel() for x in case.inputs)
+    model = Model(elements, seed)
+    extra: dict = {}
+    if references:
+        g = torch.Generator().manual_seed(seed)
+        background = tuple(
+            torch.randn(references, *x.shape[1:], generator=g).to(x.dtype) for x in case.inputs
+        )
+        extra["references"] = background[0] if len(background) == 1 else background
+        case.baselines = None
+    if intervals and name in INTERVALS:
+        extra["return_uncertainty"] = True
+
+    def explain(target):
+        case.target = target
+        try:
+            result = _call(name, model, case, budget, seed, **extra)
+        except (ValueError, TypeError) as error:
+            return type(error)
+        return result._asdict()
+
+    every = explain(None)
+    for k in range(OUTPUTS):
+        alone = explain(k)
+        if isinstance(every, type) or isinstance(alone, type):
+            assert every == alone, (name, k, every, alone)  # refused for every output as for one
+            continue
+        assert every.keys() == alone.keys(), name
+        for key, whole in every.items():
+            if key == "n_evaluations":
+                if name != "Shear":
+                    assert torch.equal(whole, alone[key]), (name, whole, alone[key])
+                continue
+            parts = whole if isinstance(whole, tuple) else (whole,)
+            ones = alone[key] if isinstance(alone[key], tuple) else (alone[key],)
+            for a, b in zip(parts, ones):
+                torch.testing.assert_close(a[:, k], b, rtol=0, atol=0, msg=f"{name} {key} {k}")
