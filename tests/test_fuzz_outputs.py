@@ -14,7 +14,10 @@ the batch is explained in groups) each class must give:
   output's derivatives;
 * a budget's refusal for every output as for one;
 * the same with a background set (``references=``) in place of the baselines
-  and with ``return_uncertainty=True``: each output's half-widths too.
+  and with ``return_uncertainty=True``: each output's half-widths too;
+* Captum's aggregated mode (one number for the whole batch): the batch is one
+  example, the deterministic classes give the sum of the examples' values and
+  the efficient ones add up to the batch's ``F(x) - F(baseline)``.
 
 Found by this harness: with a feature at its baseline each output's run
 evaluated the model again (the groups' games had tapes of their own), and
@@ -36,7 +39,7 @@ from hypothesis import strategies as st
 import captum_graphshap as cg
 
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
-from .test_fuzz_contract import CALLS, CLASSES, Model, _call
+from .test_fuzz_contract import CALLS, CLASSES, Model, _call, _gap, _per_feature
 
 #: the model's outputs (test_fuzz_contract.Model)
 OUTPUTS = 3
@@ -170,3 +173,49 @@ def test_every_output_at_once_with_references_and_intervals(
             ones = alone[key] if isinstance(alone[key], tuple) else (alone[key],)
             for a, b in zip(parts, ones):
                 torch.testing.assert_close(a[:, k], b, rtol=0, atol=0, msg=f"{name} {key} {k}")
+
+
+#: the deterministic classes, whose aggregated answer is the sum of the examples'
+#: (their games add up over the batch and their estimators are linear in the values)
+LINEAR = ("ExactShapley", "MyersonValue", "LShapley", "CShapley")
+
+
+@FUZZ
+@given(**CALLS)
+def test_a_model_that_answers_the_whole_batch_is_explained_as_one_example(case, name, budget, seed):
+    """Captum's aggregated mode: ``forward_func`` returns one number for the batch. The
+    game of a coalition is then the sum of the examples' values; the linear classes
+    give the sum of their values per example, the efficient ones add up to the
+    batch's ``F(x) - F(baseline)``."""
+    elements = sum(x[0].numel() for x in case.inputs)
+    model = Model(elements, seed)
+    target = 0 if case.target == "list" or isinstance(case.target, list) else case.target
+    case.target = target
+    if case.mask is not None and any(m.shape[0] != 1 for m in case.mask):
+        return  # the mode needs a mask shared by the batch
+    _, _, efficient, _, _ = CLASSES[name]
+
+    class Whole(torch.nn.Module):
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            return model(*inputs)[:, target].sum()
+
+    try:
+        per_example = _call(name, model, case, budget, seed).attributions
+        case.target = None
+        whole = _call(name, Whole(), case, budget, seed).attributions
+    except (ValueError, TypeError):
+        return
+    per_example = per_example if isinstance(per_example, tuple) else (per_example,)
+    whole = whole if isinstance(whole, tuple) else (whole,)
+    for a, b in zip(whole, per_example):
+        assert a.shape == (1, *b.shape[1:]), name
+        scale = 1e-9 if a.dtype == torch.float64 else 2e-4
+        tolerance = scale * (1 + float(b.abs().sum(0).max()))
+        if name in LINEAR:
+            torch.testing.assert_close(a[0], b.sum(0), rtol=0, atol=tolerance, msg=name)
+    if efficient:  # each feature's value read off its first element
+        case.target = target
+        gap = float(_gap(model, case).sum())
+        shapes = [x.shape[1:] for x in case.inputs]
+        total = float(_per_feature(whole, case, shapes).sum())
+        assert abs(total - gap) <= 10 * scale * (1 + abs(gap)), (name, total, gap)
