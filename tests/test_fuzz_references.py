@@ -6,7 +6,8 @@ references of the model's output with the features outside the coalition
 taken from each reference; with ``value="log_prob"`` the output is the
 log-softmax, at the class predicted on the input when no target is given.
 Each example draws vectors (features grouped by a mask with ids that need not
-be contiguous, or none) or images (2 x 2 patches), 1-4 references, the value
+be contiguous, or none), images (2 x 2 patches) or token ids (an embedding
+model; the references other token ids), 1-4 references, the value
 and target, and features that equal one reference, or every reference (a null
 player of the averaged game only then). The properties:
 
@@ -68,7 +69,9 @@ class Case:
 
 
 @st.composite
-def cases(draw: st.DrawFn, most: int = 5, layouts: tuple[str, ...] = ("vectors", "images")):
+def cases(
+    draw: st.DrawFn, most: int = 5, layouts: tuple[str, ...] = ("vectors", "images", "tokens")
+):
     batch = draw(st.integers(1, 3))
     count = draw(st.integers(1, 4))
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
@@ -86,8 +89,13 @@ def cases(draw: st.DrawFn, most: int = 5, layouts: tuple[str, ...] = ("vectors",
             mask = owner.view(1, *shape)
         else:
             owner, mask = torch.arange(shape[0]), None
-    inputs = torch.randn(batch, *shape, generator=g, dtype=torch.float64)
-    references = torch.randn(count, *shape, generator=g, dtype=torch.float64)
+    if layout == "tokens":  # token ids, the references padding or other tokens
+        dtype = torch.long
+        inputs = torch.randint(0, VOCABULARY, (batch, *shape), generator=g)
+        references = torch.randint(0, VOCABULARY, (count, *shape), generator=g)
+    else:
+        inputs = torch.randn(batch, *shape, generator=g, dtype=torch.float64)
+        references = torch.randn(count, *shape, generator=g, dtype=torch.float64)
     flat, ids = inputs.view(batch, -1), sorted(set(owner.tolist()))
     # a feature equal to one reference (it still varies against the others), or to
     # every reference (a null player of the averaged game)
@@ -102,6 +110,33 @@ def cases(draw: st.DrawFn, most: int = 5, layouts: tuple[str, ...] = ("vectors",
     if target == "list":
         target = [draw(st.integers(0, 2)) for _ in range(batch)]
     return Case(inputs.to(dtype), references.to(dtype), mask, value, target, owner)
+
+
+#: the token models' vocabulary
+VOCABULARY = 6
+
+
+class TokenModel(torch.nn.Module):
+    """Token ids through an embedding, then the harness's tanh MLP: three outputs."""
+
+    def __init__(self, length: int, seed: int) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.embedding = torch.randn(VOCABULARY, 3, generator=g, dtype=torch.float64)
+        self.body = Model(3 * length, seed)
+        self.refuse = False
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.refuse:
+            raise AssertionError("the model was called before the input was refused")
+        return self.body(self.embedding[ids].flatten(1))
+
+
+def _model(case: Case, seed: int) -> torch.nn.Module:
+    """The harness's model for the case's inputs: token ids or floats."""
+    if case.inputs.dtype == torch.long:
+        return TokenModel(case.inputs[0].numel(), seed)
+    return Model(case.inputs[0].numel(), seed)
 
 
 def _targets(model: Model, case: Case) -> list[int]:
@@ -169,7 +204,9 @@ def _call(cls, model: Model, case: Case, **options):
 
 
 def _tolerance(case: Case) -> float:
-    return 1e-9 if case.inputs.dtype == torch.float64 else 2e-4
+    if case.inputs.dtype == torch.long:  # token ids get float32 attributions, as Captum's
+        return 1e-6
+    return 2e-4 if case.inputs.dtype == torch.float32 else 1e-9
 
 
 #: the budgeted classes, each with its cheapest settings
@@ -190,7 +227,7 @@ BUDGETED = {
 @given(case=cases(), name=st.sampled_from(sorted(BUDGETED)), budget=st.integers(1, 120))
 def test_no_class_spends_more_than_its_budget_whatever_the_references(case, name, budget):
     cls, options = BUDGETED[name]
-    model = Model(case.inputs[0].numel(), seed=budget)
+    model = _model(case, budget)
     generator = torch.Generator().manual_seed(budget)
     if name != "OwenValue" and not name.startswith("CShapley"):
         options = {**options, "generator": generator}
@@ -210,7 +247,7 @@ def test_no_class_spends_more_than_its_budget_whatever_the_references(case, name
 @FUZZ
 @given(case=cases(), seed=st.integers(0, 2**16))
 def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
-    model = Model(case.inputs[0].numel(), seed)
+    model = _model(case, seed)
     d, count = len(case.ids), case.references.shape[0]
     truth = torch.tensor([brute_shapley(v, d) for v in _games(model, case)], dtype=torch.float64)
     tolerance = _tolerance(case) * (1 + float(truth.abs().max()))
@@ -246,7 +283,7 @@ def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
 def test_l_and_c_shapley_of_the_averaged_game(case, seed, k, context):
     case.mask = None  # one feature per position: the line of positions is the graph
     case.owner = torch.arange(case.inputs.shape[1])
-    model = Model(case.inputs[0].numel(), seed)
+    model = _model(case, seed)
     line = nx.path_graph(len(case.ids))
     for cls, brute in ((cg.LShapley, brute_l_shapley), (cg.CShapley, brute_c_shapley)):
         truth = torch.tensor(
@@ -262,7 +299,7 @@ def test_l_and_c_shapley_of_the_averaged_game(case, seed, k, context):
 def test_myerson_values_and_their_interval_over_the_references(case, seed):
     case.mask = None  # one feature per position: the line of positions is the graph
     case.owner = torch.arange(case.inputs.shape[1])
-    model = Model(case.inputs[0].numel(), seed)
+    model = _model(case, seed)
     d, count = len(case.ids), case.references.shape[0]
     line = nx.path_graph(d)
     truth = torch.tensor([brute_myerson(v, line) for v in _games(model, case)], dtype=torch.float64)
@@ -293,7 +330,7 @@ def test_myerson_values_and_their_interval_over_the_references(case, seed):
 def test_local_shapley_residuals_of_the_averaged_game(case, seed, k, context):
     case.mask = None  # one feature per position: the line of positions is the graph
     case.owner = torch.arange(case.inputs.shape[1])
-    model = Model(case.inputs[0].numel(), seed)
+    model = _model(case, seed)
     d = len(case.ids)
     truth = []
     for v in _games(model, case):
@@ -309,7 +346,7 @@ def test_local_shapley_residuals_of_the_averaged_game(case, seed, k, context):
 @FUZZ
 @given(case=cases(most=4), seed=st.integers(0, 2**16))
 def test_shapley_residuals_are_the_averaged_games_residual_norms(case, seed):
-    model = Model(case.inputs[0].numel(), seed)
+    model = _model(case, seed)
     d = len(case.ids)
     truth = []
     for v in _games(model, case):

@@ -74,7 +74,8 @@ def test_cached_scoring_equals_captums_uncached_values_without_deprecation_warni
     # a transformers causal LM: one forward per chunk over prompt and answer, logits
     # at the T + 1 positions that predict the answer, no cache
     assert is_causal_lm(model)
-    assert calls and all(c["logits_to_keep"] == 4 and "cache" not in c for c in calls)
+    keyword = cache_keyword(model)
+    assert calls and all(c["logits_to_keep"] == 4 and keyword not in c for c in calls)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -83,12 +84,14 @@ def test_the_prompt_cache_path_equals_captums_uncached_values(name):
     model.__class__ = type("Unregistered", (type(model),), {})  # not in the causal-LM list
     assert not is_causal_lm(model)
     calls = scored_against_captum(model)
-    # the current keyword, never the deprecated one; two forwards per chunk:
-    # the prompts (logits at the last position only) and the answer's first two tokens
-    assert cache_keyword(model) == "cache"
-    assert all("past_key_values" not in call for call in calls)
-    prompt_calls = [c for c in calls if "cache" not in c]
-    answer_calls = [c for c in calls if "cache" in c]
+    # the current keyword ("cache" from transformers 5.2x, "past_key_values" before),
+    # never the deprecated one; two forwards per chunk: the prompts (logits at the
+    # last position only) and the answer's first two tokens
+    keyword = cache_keyword(model)
+    if keyword == "cache":
+        assert all("past_key_values" not in call for call in calls)
+    prompt_calls = [c for c in calls if keyword not in c]
+    answer_calls = [c for c in calls if keyword in c]
     assert len(prompt_calls) == len(answer_calls) >= 1
     assert all(c["logits_to_keep"] == 1 for c in prompt_calls)
     assert all(c["input_ids"][1] == 2 for c in answer_calls)  # T - 1 = 2 answer tokens
@@ -114,7 +117,7 @@ def test_the_cache_is_read_under_either_name():
     model = tiny_llama()
     ids = torch.tensor([[1, 2, 3]])
     outputs = model(input_ids=ids, use_cache=True)
-    assert returned_cache(outputs) is outputs["cache"]
+    assert returned_cache(outputs) is outputs[cache_keyword(model)]
     legacy = type("Legacy", (), {"past_key_values": "kv"})()
     assert returned_cache(legacy) == "kv"
     assert returned_cache(type("Bare", (), {})()) is None
@@ -171,7 +174,7 @@ def test_out_of_memory_halves_the_chunk_and_keeps_the_scored_rows():
         rows = kwargs["input_ids"].shape[0]
         if rows > 8:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        if "cache" not in kwargs:
+        if cache_keyword(model) not in kwargs:
             scored.append(rows)
         return forward(*args, **kwargs)
 

@@ -22,6 +22,7 @@ import captum_graphshap as cg
 from captum_graphshap.apps import toy_task
 from captum_graphshap.llm import LLMShapley
 from captum_graphshap.llm import prefix_cache as pc
+from captum_graphshap.llm.model_api import cache_keyword
 
 from .tiny_lms import tiny_gpt2, tiny_llama
 
@@ -43,11 +44,11 @@ def recorded_forwards(model: torch.nn.Module) -> list[tuple[int, int, int]]:
     """Record, per forward: its rows, the length of the cache it was given (0
     without one) and its new tokens. :func:`unrecorded` undoes it."""
     calls: list[tuple[int, int, int]] = []
-    forward = model.forward
+    forward, keyword = model.forward, cache_keyword(model)
 
     @functools.wraps(forward)
     def recorded(*args, **kwargs):
-        cache = kwargs.get("cache")
+        cache = kwargs.get(keyword)
         rows, width = kwargs["input_ids"].shape
         calls.append((rows, 0 if cache is None else cache.get_seq_length(), width))
         return forward(*args, **kwargs)
