@@ -14,7 +14,8 @@ must keep what no answer may break:
 * no example costs more model rows than ``budget=``;
 * the same generator seed gives the same values;
 * an example explained alone gets its row of the batch, whatever features the
-  other examples have at the baseline (the batch is explained in groups);
+  other examples have at the baseline (the batch is explained in groups), with
+  baselines or a background set (``references=``);
 * a refusal is a ``ValueError`` or ``TypeError`` raised before any model call.
 
 Derandomised and few on CI, with ``test_fuzz.py``'s settings;
@@ -297,18 +298,27 @@ def test_an_example_gets_its_row_whatever_the_others_features_at_the_baseline(
     if form != "none":
         rows = batch if form == "per example" else 1
         owner = torch.tensor([_mask_ids(data.draw, elements, 12) for _ in range(rows)])
+    # or a background set of 2-3 references (Shear takes none): a feature is then a
+    # null player only where it equals every reference
+    count = 0 if per_example or name == "Shear" else data.draw(st.sampled_from([0, 2, 3]))
+    references = torch.randn(count, elements, generator=g, dtype=torch.float64)
     most = elements if data.draw(st.booleans()) else 2  # many at the baseline, or few
     for row in range(batch):
         null = data.draw(st.sets(st.integers(0, elements - 1), max_size=most))
         chosen = torch.tensor(sorted(null), dtype=torch.long)
         x[row, chosen] = base[row if per_example else 0, chosen]
+        if count and data.draw(st.booleans()):  # equal to one reference, or to all
+            x[row, chosen] = references[0, chosen]
+            references[:, chosen[: len(chosen) // 2]] = references[0, chosen[: len(chosen) // 2]]
     model = Model(elements, seed)
+    extra = {"references": references} if count else {}
 
     def explain(rows: slice) -> torch.Tensor:
         mask = None if owner is None else (owner[rows] if form == "per example" else owner,)
-        sub = Case((x[rows],), mask, base[rows] if per_example else base, 1, [], 0)
+        baselines = None if count else base[rows] if per_example else base
+        sub = Case((x[rows],), mask, baselines, 1, [], 0)
         try:
-            return _call(name, model, sub, budget, seed).attributions
+            return _call(name, model, sub, budget, seed, **extra).attributions
         except (ValueError, TypeError):
             return torch.full_like(x[rows], torch.nan)
 
