@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..engine.coalition_game import CoalitionGame
+from ..engine.output_modes import MultipleOutputs
 from ..plans.local_windows import kept_windows
 from ..plans.walsh_local import LOCAL_MIN_FEATURES
 from .result import Outcome
@@ -84,8 +85,13 @@ def explain_present_features(
         if position and restart is not None:
             restart()
         sub = game.restricted(examples, ids, rest, shared_geometry=reads_layout)
+        rows = slice(None) if examples is None else examples
         try:
             outcome = explain(sub)
+        except MultipleOutputs:
+            # the probe's rows were counted in this game: the restart replays them
+            game.evaluations[rows] += sub.evaluations
+            raise
         except ValueError as error:
             dropped = sub.num_features < game.num_features
             if null_players and dropped and error.args and isinstance(error.args[0], str):
@@ -97,7 +103,6 @@ def explain_present_features(
                     *error.args[1:],
                 )
             raise
-        rows = slice(None) if examples is None else examples
         game.evaluations[rows] += sub.evaluations
         if ids.dim() == 2:  # each example's kept ids, (n, k)
             ids = ids.nonzero()[:, 1].view(ids.shape[0], -1)

@@ -202,7 +202,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
     ) -> Outcome:
         d = game.num_features
         # every refusal (budget, plan size) before the surrogate's derivatives run the model
-        count = self._orderings(options, d)
+        count = self._orderings(options, d, game.outputs)
         check_plan_size(
             count * (d + 1),
             MAX_COALITIONS,
@@ -214,7 +214,9 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         if options.control_variate is not None:
             surrogate = taylor_control(game, float(options.control_point))
         generator = options.generator
-        cost = taylor_cost(d) if surrogate is not None else 0
+        # target=None on a model of several outputs: the rows are shared (the tape), the
+        # surrogate's derivatives are each output's own, so the budget pays for all of them
+        cost = taylor_cost(d) * game.outputs if surrogate is not None else 0
         ranks, reference_index = _draw_orderings(game, options, count, cost)
         count = ranks.shape[1]
         plan = permutation_plan(ranks, options.antithetic)
@@ -251,7 +253,7 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
         return Outcome(mean, {"half_width": half_width}, per_feature=("half_width",))
 
     @staticmethod
-    def _orderings(options: ShapleySamplingOptions, d: int) -> int:
+    def _orderings(options: ShapleySamplingOptions, d: int, outputs: int = 1) -> int:
         if options.budget is None:
             if options.n_samples is None:
                 paired = options.antithetic and options.return_uncertainty
@@ -272,8 +274,8 @@ class ShapleySampling(SampledAttribution, captum_attr.ShapleyValueSampling):
             return options.minimum()
         else:
             fixed, per_ordering = min(2, d + 1), max(1, d - 1)
-        if options.control_variate is not None:
-            fixed += taylor_cost(d)
+        if options.control_variate is not None:  # every output's derivatives
+            fixed += taylor_cost(d) * outputs
         count = samples_within(
             options.budget, fixed, per_ordering, options.minimum(), "ShapleySampling"
         )

@@ -183,6 +183,22 @@ class Shear(SampledAttribution, captum_attr.ShapleyValueSampling):
         return cross_contributions(game, kind)
 
     def explain(self, game: CoalitionGame, options: ShearOptions, show_progress: bool) -> Outcome:
+        if game.outputs == 1 or options.budget is None:
+            return self._explain(game, options, show_progress)
+        # target=None on a model of several outputs: each output has its own derivatives,
+        # cooperators and rows, so each gets its share of the budget (which bounds them
+        # all together); each output's values are those of target=k at that share
+        share = options.budget // game.outputs
+        try:
+            return self._explain(game, dataclasses.replace(options, budget=share), show_progress)
+        except ValueError as error:
+            raise ValueError(
+                f"{error} (budget={options.budget} is shared by the model's {game.outputs} "
+                f"outputs, {share} each: each has its own derivatives and rows; pass a "
+                "target to explain one output with all of it.)"
+            ) from None
+
+    def _explain(self, game: CoalitionGame, options: ShearOptions, show_progress: bool) -> Outcome:
         check_floating(game)
         d = game.num_features
         n_samples = self._samples(options, d)

@@ -43,6 +43,7 @@ class ChunkedGame(Protocol):
     on_nan: str
     outputs: int
     evaluations: Tensor
+    replayed_evaluations: Tensor
     nonfinite_outputs: list[bool]
     one_unit_per_call: bool
     units_after_oom: int | None
@@ -155,17 +156,16 @@ class ChunkRun:
                 raise
             return False
         self._report_retries(pacer)
+        # a replayed output was counted when the probe ran: here it counts as replayed
+        self._count(unit.numel(), rows_example, replayed)
         try:
             row_values = self.game.values_of(output, unit.numel(), rows_example)
         except MultipleOutputs:
             # The first call found several outputs per example: the
             # adapter restarts once per output, and this chunk's rows
-            # are replayed instead of evaluated again.
+            # are replayed instead of evaluated (and counted) again.
             self.game.probe.keep(perturbed, output)
             raise
-        # counted where the values are used: a probe's rows once they are replayed (the
-        # game that ran them may be a group's, discarded by the restart)
-        self._count(unit.numel(), rows_example)
         slot = unit if self.per_reference else coalition_id
         if self.shared:
             totals.index_add_(0, slot, row_values.view(-1, self.game.batch_size, *self.trailing))
@@ -227,13 +227,15 @@ class ChunkRun:
             _warn_one_per_call(*self.fallback_from)
             self.fallback_from = None
 
-    def _count(self, units: int, rows_example: Tensor | None) -> None:
-        """Count the model rows of a chunk on the game, per example."""
+    def _count(self, units: int, rows_example: Tensor | None, replayed: bool = False) -> None:
+        """Count the model rows of a chunk on the game, per example (``replayed``: in
+        ``game.replayed_evaluations``, rows the probe evaluated and counted)."""
+        counts = self.game.replayed_evaluations if replayed else self.game.evaluations
         if self.shared:
-            self.game.evaluations += units
+            counts += units
         else:
             assert rows_example is not None
-            self.game.evaluations.index_add_(0, rows_example, torch.ones_like(rows_example))
+            counts.index_add_(0, rows_example, torch.ones_like(rows_example))
 
     def _finish(self, totals: Tensor) -> Tensor:
         game = self.game

@@ -143,7 +143,8 @@ class CoalitionGame:
         )
         if self.evaluations.numel() != self.batch_size:
             self.evaluations = torch.zeros(self.batch_size, dtype=torch.long, device=self.device)
-        #: ``(N,)`` evaluations the multi-output tape replayed (not made again)
+        #: ``(N,)`` evaluations replayed, not made again: by the multi-output tape, and
+        #: the probe's rows (counted in ``evaluations`` when the probe ran)
         self.replayed_evaluations = torch.zeros_like(self.evaluations)
 
     @property
@@ -463,13 +464,13 @@ class CoalitionGame:
             if position < len(tape) and tape[position][0] == key:
                 self.replayed_evaluations += tape[position][2]
                 return tape[position][1][..., output]
-            before = self.evaluations.clone()
+            before = self.evaluations_with_replays()
         run = ChunkRun(self, coalitions, example_index, reference_index, per_reference)
         totals = run.run(units_per_call, show_progress, desc)
         if self.outputs == 1:
             return totals[..., None] if every_output else totals
         if position == len(self.tape.entries):
-            self.tape.entries.append((key, totals, self.evaluations - before))
+            self.tape.entries.append((key, totals, self.evaluations_with_replays() - before))
         return totals[..., output]
 
     def evaluations_with_replays(self) -> Tensor:
