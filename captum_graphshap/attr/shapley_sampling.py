@@ -92,7 +92,8 @@ class ShapleySamplingOptions(Options):
             control variate, a second-order Taylor expansion of the model
             (one gradient and ``d`` Hessian-vector products per example,
             counted as ``1 + 3 + 4 d`` evaluations in ``n_evaluations`` and
-            ``budget=``) evaluated on the same orderings by arithmetic; the
+            ``budget=``, per output without ``target``) evaluated on the same
+            orderings by arithmetic; the
             estimate stays unbiased and efficient (each ordering's sum is
             restored after the per-feature coefficients) and the interval is
             that of the residual game. It pays with ``antithetic=False``: antithetic pairs already

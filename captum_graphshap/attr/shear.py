@@ -44,7 +44,9 @@ class ShearOptions(Options):
         budget: model evaluations per example instead of ``n_samples``, the
             cross-contributions included as forward equivalents (``4 d`` for
             the Hessian's ``d`` HVPs, ``3 (d + 1)`` for the gradient form):
-            the largest ``N`` whose ``d N`` rows and derivatives fit.
+            the largest ``N`` whose ``d N`` rows and derivatives fit. Without
+            ``target``, a model's ``K`` outputs each have their own
+            derivatives and rows: each gets ``budget // K``.
         generator: ``torch.Generator`` for the random non-cooperators; the
             same seed gives the same attributions.
         antithetic: pair each subset of cooperators with its complement and
