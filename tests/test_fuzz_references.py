@@ -53,7 +53,7 @@ from .reference import brute_c_shapley, brute_l_shapley, brute_myerson, brute_sh
 from .test_bivariate import brute_bivariate
 from .test_fuzz import FUZZ  # the same budget of examples, derandomised on CI
 from .test_fuzz_contract import Model, _mask_ids
-from .test_residuals import brute_local_norms, dense_residuals
+from .test_residuals import brute_local_norms, dense_residuals, table_of
 
 
 @dataclass
@@ -207,6 +207,12 @@ def _call(cls, model: Model, case: Case, **options):
         )
 
 
+def _on_the_line(case: Case) -> None:
+    """One feature per position (no mask): the line of positions is the graph."""
+    case.mask = None
+    case.owner = torch.arange(case.inputs.shape[1])
+
+
 def _tolerance(case: Case) -> float:
     if case.inputs.dtype == torch.long:  # token ids get float32 attributions, as Captum's
         return 1e-6
@@ -285,8 +291,7 @@ def test_exact_classes_give_the_averaged_games_shapley_values(case, seed):
     context=st.sampled_from(["baseline", "input"]),
 )
 def test_l_and_c_shapley_of_the_averaged_game(case, seed, k, context):
-    case.mask = None  # one feature per position: the line of positions is the graph
-    case.owner = torch.arange(case.inputs.shape[1])
+    _on_the_line(case)
     model = _model(case, seed)
     line = nx.path_graph(len(case.ids))
     for cls, brute in ((cg.LShapley, brute_l_shapley), (cg.CShapley, brute_c_shapley)):
@@ -301,8 +306,7 @@ def test_l_and_c_shapley_of_the_averaged_game(case, seed, k, context):
 @FUZZ
 @given(case=cases(layouts=("vectors", "tokens")), seed=st.integers(0, 2**16))
 def test_myerson_values_and_their_interval_over_the_references(case, seed):
-    case.mask = None  # one feature per position: the line of positions is the graph
-    case.owner = torch.arange(case.inputs.shape[1])
+    _on_the_line(case)
     model = _model(case, seed)
     d, count = len(case.ids), case.references.shape[0]
     line = nx.path_graph(d)
@@ -332,14 +336,12 @@ def test_myerson_values_and_their_interval_over_the_references(case, seed):
     context=st.sampled_from(["baseline", "input"]),
 )
 def test_local_shapley_residuals_of_the_averaged_game(case, seed, k, context):
-    case.mask = None  # one feature per position: the line of positions is the graph
-    case.owner = torch.arange(case.inputs.shape[1])
+    _on_the_line(case)
     model = _model(case, seed)
     d = len(case.ids)
     truth = []
     for v in _games(model, case):
-        table = [v(frozenset(j for j in range(d) if code >> j & 1)) for code in range(2**d)]
-        table = torch.tensor(table, dtype=torch.float64)
+        table = torch.tensor(table_of(v, d), dtype=torch.float64)
         truth.append(brute_local_norms(table, nx.path_graph(d), k, context))
     expected = torch.tensor(truth, dtype=torch.float64)
     norms = _per_feature(_call(cg.ShapleyResiduals, model, case, k=k, context=context), case)
@@ -354,8 +356,7 @@ def test_shapley_residuals_are_the_averaged_games_residual_norms(case, seed):
     d = len(case.ids)
     truth = []
     for v in _games(model, case):
-        table = [v(frozenset(j for j in range(d) if code >> j & 1)) for code in range(2**d)]
-        truth.append(dense_residuals(table, d)[2])
+        truth.append(dense_residuals(table_of(v, d), d)[2])
     expected = torch.tensor(truth, dtype=torch.float64)
     norms = _per_feature(_call(cg.ShapleyResiduals, model, case), case)
     tolerance = _tolerance(case) * (1 + float(expected.abs().max())) * 10
