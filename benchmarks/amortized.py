@@ -22,7 +22,7 @@ against exact Shapley values (``ExactShapley``):
 Errors are the mean over examples of ``||phi_hat - phi|| / ||phi||``.
 
 Run:  python benchmarks/amortized.py [--quick] [--sizes 3000,20000] [--images 20000]
-          [--estimator kernel|permutation] [--seed 0] [--test 200] [--test-images 100]
+          [--estimator fastshap|kernel|permutation] [--seed 0] [--test 200] [--test-images 100]
           [--only tabular|images|digits] [--models relu,tanh,gelu,silu,softplus,relu2]
           [--device cuda] [--throughput 100000] [--exact-labels] [--label-budget 64]
 
@@ -206,7 +206,8 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
             default_time = seconds
             args.default_per_second = len(test) / seconds
     print(
-        f"\n== {name}: train {len(train)}, held-out test {len(test)}, labels {estimator} {what}, "
+        f"\n== {name}: train {len(train)}, held-out test {len(test)}, "
+        f"labels {report.label_estimator} {what}, "
         f"seed {args.seed}"
     )
     print(
@@ -292,7 +293,10 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=20000)
     parser.add_argument("--test", type=int, default=200)
     parser.add_argument("--test-images", type=int, default=100, help="2^16 rows each for exact")
-    parser.add_argument("--estimator", default="fastshap", help="fit's label_estimator")
+    parser.add_argument(
+        "--estimator", default=None,
+        help="fit's label_estimator (default: the fit's own, 'potential' for the default network)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the fit's generator (labels, net)")
     parser.add_argument("--only", default="", help="tabular, images or digits")
     parser.add_argument("--models", default="relu,tanh", help="tabular models to run")

@@ -78,7 +78,7 @@ def per_feature(attributions: tuple[torch.Tensor, ...], masks, d: int) -> torch.
 @given(
     layout=st.sampled_from(["vector", "tuple", "image", "tokens"]),
     target_form=st.sampled_from(["index", "per example", "every output"]),
-    estimator=st.sampled_from([None, "kernel", "permutation", "regression_mc"]),
+    estimator=st.sampled_from([None, "fastshap", "kernel", "permutation", "regression_mc"]),
     extra=st.integers(0, 10),
     null=st.booleans(),
     seed=st.integers(0, 999),

@@ -26,6 +26,7 @@ from .labels import (
     sampled_labels,
 )
 from .networks import build_network, network_config
+from .potential import ShapleyPotential
 from .report import FitReport
 from .settings import FitSettings, check_game_matches, check_inputs_match
 from .training import active_features, network_values, normalised
@@ -39,15 +40,20 @@ class AmortizedShapley(PerturbationAttribution):
     r"""Amortized Shapley values: an explainer network trained once, then one forward per example.
 
     ``fit`` spends ``budget`` model evaluations on each training example,
-    each example's coalitions drawn afresh, and trains a network on them: by
-    default by FastSHAP's objective on those coalitions (Jethani et al. 2022),
-    or to predict noisy (nearly) unbiased Shapley estimates made from them;
-    either way the network averages the noise across examples and can end up
-    more accurate than a per-example estimate at the same budget (stochastic
-    amortization, Covert et al. 2024). ``attribute`` then costs one network forward and two model
-    evaluations per example (``f(x)`` and ``f(baseline)``): the values are
-    normalised additively, ``phi_i += (f(x) - f(b) - sum_j phi_j) / d``, so
-    they sum to ``f(x) - f(b)`` exactly.
+    each example's coalitions drawn afresh, and trains a network on them. By
+    default the network is a :class:`~.potential.ShapleyPotential`: a scalar
+    ``P`` of the masked input whose differences are the Shapley values,
+    ``phi_i(x) = P(x) - P(x with feature i at its baseline)`` (Hart and
+    Mas-Colell's potential), trained on every sampled coalition's value
+    through the potential's recursion, with no per-example labels and so no
+    label noise. Other networks are trained by FastSHAP's objective on those
+    coalitions (Jethani et al. 2022) or on noisy (nearly) unbiased Shapley
+    estimates made from them (stochastic amortization, Covert et al. 2024).
+    ``attribute`` then costs one network forward (``d + 1`` network rows per
+    example for a potential) and two model evaluations per example (``f(x)``
+    and ``f(baseline)``): the values are normalised additively,
+    ``phi_i += (f(x) - f(b) - sum_j phi_j) / d``, so they sum to
+    ``f(x) - f(b)`` exactly.
 
     The network is only as good as its training distribution: an input unlike
     the training data can get confident, wrong values. ``fit`` returns a
@@ -63,10 +69,12 @@ class AmortizedShapley(PerturbationAttribution):
         feature_mask: shared by every example (one tensor, or one per input),
             as in the other classes; None: one feature per input element.
         explainer: any ``nn.Module`` mapping the inputs (``*inputs``) to
-            ``(N, d)`` or ``(N, d, outputs)`` values; None: a network chosen
-            from the training inputs' kind (an MLP for tabular data, a CNN
-            pooled onto the features for images with a coarser mask, a small
-            transformer for token ids).
+            ``(N, d)`` or ``(N, d, outputs)`` values, or a
+            :class:`~.potential.ShapleyPotential` around a body of your own;
+            None: a potential whose body is chosen from the training inputs'
+            kind (an MLP for tabular data and small images, a CNN pooled onto
+            the features for images above 4,096 elements, a small transformer
+            for token ids).
 
     Example:
         >>> import torch
@@ -122,7 +130,7 @@ class AmortizedShapley(PerturbationAttribution):
         exact_examples: int = 64,
         labels: Tensor | None = None,
     ) -> FitReport:
-        """Make labels with the engine and train the explainer on them.
+        """Evaluate the model on sampled coalitions of the training set and train the explainer.
 
         Args:
             train: the training inputs: a tensor, a tuple of tensors, or a
@@ -135,8 +143,10 @@ class AmortizedShapley(PerturbationAttribution):
                 or several, each learnt).
             budget: model evaluations per training (and held-out) example,
                 in total over the fit (at least ``2 d``).
-            epochs: passes over the training examples; None: about 12,000
-                optimiser steps.
+            epochs: passes over the training examples (for a potential:
+                over their coalition rows, 256 a step); None: about 12,000
+                optimiser steps (a potential: 12,000 times the square root of
+                its rows over a 3,000-example fit's at 64, 2,000 to 36,000).
             validation: held-out inputs (same forms as ``train``); None: a
                 tenth of ``train`` (at most 1,000 examples, at least 20) is
                 held out. Their labels cost ``budget`` evaluations each too;
@@ -145,8 +155,14 @@ class AmortizedShapley(PerturbationAttribution):
             generator: ``torch.Generator`` for the labels' draws, the
                 split, the network's initialisation and the shuffles.
             show_progress: progress bars for labelling and training.
-            label_estimator: ``"fastshap"`` (None, the default, without
-                ``labels``: FastSHAP's objective, the weighted squared error
+            label_estimator: ``"potential"`` (None, the default, with the
+                default explainer or a ``ShapleyPotential``: no labels, the
+                potential trained on the coalitions' values, ``potential.py``;
+                on the six MLPs of benchmarks/amortized.py at 3,000 examples
+                its held-out error to exact values was 0.3-0.8 of
+                ``"fastshap"``'s, docs/guide/amortized.md), ``"fastshap"``
+                (None for other networks without ``labels``: FastSHAP's
+                objective, the weighted squared error
                 of the values over each example's sampled kernel coalitions,
                 computed exactly from the ``"kernel"`` label and its
                 coalitions' matrix, ``amortized/objective.py``; chosen by
@@ -185,7 +201,7 @@ class AmortizedShapley(PerturbationAttribution):
                 for every output), for instance on Ray actors through
                 :func:`~captum_graphshap.distributed.explain_dataset`. Give the
                 ``budget`` and ``label_estimator`` they were made with (not
-                ``"fastshap"``: labels carry no coalitions): the report counts
+                ``"fastshap"`` or ``"potential"``: labels carry no coalitions): the report counts
                 ``budget`` evaluations per labelled example.
                 ``validation`` examples, if given, are labelled here.
 
@@ -198,9 +214,25 @@ class AmortizedShapley(PerturbationAttribution):
         check_generator(generator)
         if show_progress is not None:
             check_flag(show_progress, "show_progress")
+        potential = self.explainer is None or isinstance(self.explainer, ShapleyPotential)
         if label_estimator is None:
-            label_estimator = "fastshap" if labels is None else "kernel"
+            label_estimator = (
+                "kernel" if labels is not None else "potential" if potential else "fastshap"
+            )
         check_choice(label_estimator, LABEL_ESTIMATORS, "label_estimator")
+        if label_estimator == "potential" and not potential:
+            raise ValueError(
+                "label_estimator='potential' trains a potential network: pass explainer=None "
+                "(the default one) or a ShapleyPotential(body), or choose 'fastshap' for a "
+                "network that outputs the values themselves."
+            )
+        if labels is not None and label_estimator == "potential":
+            raise ValueError(
+                "label_estimator='potential' trains on each example's coalitions and their "
+                "values, which labels made elsewhere do not carry: fit on them with the "
+                "estimator they were made with (ShapleyLabels' label_estimator, 'kernel' by "
+                "default)."
+            )
         if labels is not None and label_estimator == "fastshap":
             raise ValueError(
                 "label_estimator='fastshap' trains on each example's sampled coalitions, "
@@ -391,6 +423,9 @@ class AmortizedShapley(PerturbationAttribution):
         network = self.explainer
         if network is None:
             network = build_network(state["network"])
+        if isinstance(network, ShapleyPotential):  # its masks and baselines are the fit's
+            shapes = [tuple(shape) for shape in settings.shapes]
+            network.bind(settings.masks, settings.baselines, shapes, settings.num_features)
         network.load_state_dict(state["weights"])
         network.eval()
         self.explainer, self.settings = network, settings

@@ -6,7 +6,7 @@ import dataclasses
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -14,12 +14,15 @@ from torch import Tensor, nn
 from .._compat import format_target
 from .._warnings import warn_caller
 from ..engine import batching
-from ..engine.coalition_game import prepare_game
+from ..engine.coalition_game import CoalitionGame, prepare_game
+from .coalition_rows import CoalitionRows, sampled_rows
 from .conformal import conformal_quantile, example_scale, example_scores, residual_scores
 from .data import as_tensors, check_same_batch, rows
 from .labels import exact_values, labels_and_metric
-from .networks import default_explainer
+from .networks import default_explainer, default_potential
 from .objective import KernelMetric
+from .potential import ShapleyPotential
+from .potential_training import PotentialData, default_steps, steps_per_epoch, train_potential
 from .report import FitReport, break_even, coverage, no_exact, relative_error, rmse
 from .settings import FitSettings
 from .training import (
@@ -30,6 +33,8 @@ from .training import (
     predict,
     train,
 )
+
+T = TypeVar("T")
 
 #: examples labelled per engine call (bounds the rows built at once)
 LABEL_CHUNK = 512
@@ -197,15 +202,22 @@ def network_seed(generator: torch.Generator | None) -> int:
     return int(torch.randint(2**62, (1,), generator=generator))
 
 
-def make_network(explainer: nn.Module | None, plan: FitPlan, columns: int, seed: int) -> nn.Module:
-    """The given explainer, or the default one for the inputs' kind, initialised from ``seed``."""
+def make_network(
+    explainer: nn.Module | None, plan: FitPlan, columns: int, seed: int, potential: bool = False
+) -> nn.Module:
+    """The given explainer, or the default one for the inputs' kind (a
+    :class:`~.potential.ShapleyPotential` for ``potential``), initialised from ``seed``."""
     if explainer is None:
+        build = default_potential if potential else default_explainer
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            explainer = default_explainer(
+            explainer = build(
                 plan.train, tuple(plan.masks), tuple(plan.backgrounds), plan.num_features, columns
             )
         explainer.standardise(plan.train)  # type: ignore[operator]
+    elif isinstance(explainer, ShapleyPotential):  # a custom body: bound to this fit
+        shapes = [tuple(t.shape[1:]) for t in plan.train]
+        explainer.bind(plan.masks, plan.backgrounds, shapes, plan.num_features)
     device = plan.train[0].device
     explainer = explainer.to(device)
     with torch.no_grad():  # the network's shape, before any model call
@@ -232,6 +244,41 @@ def network_columns(plan: FitPlan, shape: tuple[int, ...]) -> int:
     return 1 if plan.target_mode == "fixed" else outputs
 
 
+def chunk_games(
+    model: Callable[..., Any],
+    plan: FitPlan,
+    tensors: tuple[Tensor, ...],
+    target: Any,
+    budget: int,
+    draw: Callable[[CoalitionGame], T],
+    description: str,
+    show_progress: bool,
+) -> tuple[list[T], int]:
+    """``draw`` on the game of each chunk of :data:`LABEL_CHUNK` examples, with one
+    forecast for them all; the draws and the model evaluations they cost."""
+    draws, evaluations = [], 0
+    count = tensors[0].shape[0]
+    starts: Any = range(0, count, LABEL_CHUNK)
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc=description, unit="chunk")
+    clock = time.perf_counter()
+    for start in starts:
+        chunk = rows(tensors, slice(start, start + LABEL_CHUNK))
+        per_example = plan.target_mode == "per_example"
+        chunk_target = target[start : start + LABEL_CHUNK] if per_example else target
+        game, _ = prepare_game(model, chunk, plan.baselines, chunk_target, None, plan.feature_mask)
+        with warnings.catch_warnings():
+            # one forecast for the whole labelling (below), not one per chunk
+            warnings.simplefilter("ignore", batching.CostForecast)
+            draws.append(draw(game))
+        if start == 0 and not show_progress:
+            forecast_labelling(time.perf_counter() - clock, game.batch_size, count, budget)
+        evaluations += int(game.evaluations.sum())
+    return draws, evaluations
+
+
 def label_split(
     model: Callable[..., Any],
     plan: FitPlan,
@@ -244,30 +291,41 @@ def label_split(
 ) -> tuple[Tensor, KernelMetric | None, int]:
     """``(N, d, K)`` labels of one split, in chunks, each example's FastSHAP matrix
     (``"fastshap"``; else None) and the model evaluations they cost."""
-    parts, metrics, evaluations = [], [], 0
-    count = tensors[0].shape[0]
-    starts: Any = range(0, count, LABEL_CHUNK)
-    if show_progress:
-        from tqdm.auto import tqdm
+    draws, evaluations = chunk_games(
+        model, plan, tensors, target, budget,
+        lambda game: labels_and_metric(game, estimator, budget, generator),
+        "AmortizedShapley labels", show_progress,
+    )  # fmt: skip
+    metrics = [metric for _, metric in draws if metric is not None]
+    labels = torch.cat([label for label, _ in draws])
+    return labels, KernelMetric.concatenate(metrics) if metrics else None, evaluations
 
-        starts = tqdm(starts, desc="AmortizedShapley labels", unit="chunk")
-    clock = time.perf_counter()
-    for start in starts:
-        chunk = rows(tensors, slice(start, start + LABEL_CHUNK))
-        per_example = plan.target_mode == "per_example"
-        chunk_target = target[start : start + LABEL_CHUNK] if per_example else target
-        game, _ = prepare_game(model, chunk, plan.baselines, chunk_target, None, plan.feature_mask)
-        with warnings.catch_warnings():
-            # one forecast for the whole labelling (below), not one per chunk
-            warnings.simplefilter("ignore", batching.CostForecast)
-            labels, metric = labels_and_metric(game, estimator, budget, generator)
-        if start == 0 and not show_progress:
-            forecast_labelling(time.perf_counter() - clock, game.batch_size, count, budget)
-        parts.append(labels)
-        if metric is not None:
-            metrics.append(metric)
-        evaluations += int(game.evaluations.sum())
-    return torch.cat(parts), KernelMetric.concatenate(metrics) if metrics else None, evaluations
+
+def rows_split(
+    model: Callable[..., Any],
+    plan: FitPlan,
+    tensors: tuple[Tensor, ...],
+    target: Any,
+    budget: int,
+    generator: torch.Generator | None,
+    show_progress: bool = False,
+) -> tuple[CoalitionRows, int]:
+    """Each example's sampled coalitions and values (:func:`~.coalition_rows.sampled_rows`),
+    in chunks, and the model evaluations they cost."""
+    parts, evaluations = chunk_games(
+        model, plan, tensors, target, budget,
+        lambda game: sampled_rows(game, budget, generator),
+        "AmortizedShapley coalitions", show_progress,
+    )  # fmt: skip
+    weights = [p.weights for p in parts]
+    shared = all(w.dim() == 1 for w in weights)
+    return CoalitionRows(
+        torch.cat([p.coalitions for p in parts]),
+        torch.cat([p.values for p in parts]),
+        weights[0]
+        if shared
+        else torch.cat([w.expand(len(p.coalitions), -1) for w, p in zip(weights, parts)]),
+    ), evaluations
 
 
 def forecast_labelling(seconds: float, done: int, count: int, budget: int) -> None:
@@ -319,19 +377,25 @@ def fit(
     """Label (or take ``labels``, :func:`checked_labels`), train, calibrate and report
     (``AmortizedShapley.fit``'s work)."""
     seed = network_seed(generator)
+    potential = estimator == "potential"
     if explainer is not None:  # a custom network's shape, before any model call
         make_network(explainer, plan, 1, seed)
     shape = output_shape(model, plan)
     columns = network_columns(plan, shape)
-    network = make_network(explainer, plan, columns, seed)
+    network = make_network(explainer, plan, columns, seed, potential)
     check_columns(network, plan, columns)
     if labels is not None and labels.shape[2] != columns:
         raise ValueError(
             f"labels hold {labels.shape[2]} output(s) per feature, but the fit explains "
             f"{columns} (target {'fixed' if columns == 1 else 'None: every output'})."
         )
-    train_metric = held_metric = None
-    if labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
+    fit_potential = isinstance(network, ShapleyPotential) and potential
+    train_rows, train_labels, train_metric = None, None, None
+    if fit_potential:  # the coalitions' values, no labels (potential.py)
+        train_rows, train_cost = rows_split(
+            model, plan, plan.train, plan.train_target, budget, generator, show_progress
+        )
+    elif labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
         train_labels = labels[plan.train_index.to(labels.device)]
         train_cost = budget * len(train_labels)
     else:
@@ -339,18 +403,33 @@ def fit(
             model, plan, plan.train, plan.train_target, budget, estimator, generator,
             show_progress,
         )  # fmt: skip
+    held_metric = None
     if labels is not None and plan.held_index is not None:
         held_labels = labels[plan.held_index.to(labels.device)]
         held_cost = budget * len(held_labels)
     else:
+        # the potential fit checks and calibrates on FastSHAP's labels of held-out examples
+        held_estimator = "fastshap" if fit_potential else estimator
         held_labels, held_metric, held_cost = label_split(
-            model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
-        )
-    train_data = training_data(plan.train, train_labels, plan.train_target, plan, train_metric)
+            model, plan, plan.held, plan.held_target, budget, held_estimator, generator,
+            show_progress,
+        )  # fmt: skip
     held_data = training_data(plan.held, held_labels, plan.held_target, plan, held_metric)
-    epochs = default_epochs(len(train_data)) if epochs is None else epochs
     shuffles = torch.Generator().manual_seed(seed)
-    scale, _ = train(network, train_data, held_data, epochs, shuffles, show_progress)
+    if train_rows is not None:
+        assert isinstance(network, ShapleyPotential)  # fit_potential above
+        data = potential_data(plan, train_rows)
+        per_epoch = steps_per_epoch(data)
+        steps = default_steps(data) if epochs is None else epochs * per_epoch
+        epochs = max(1, round(steps / per_epoch))
+        scale = train_potential(network, data, held_data, steps, shuffles, show_progress)
+        examples = len(data.active)
+    else:
+        assert train_labels is not None  # labelled above
+        train_data = training_data(plan.train, train_labels, plan.train_target, plan, train_metric)
+        epochs = default_epochs(len(train_data)) if epochs is None else epochs
+        scale, _ = train(network, train_data, held_data, epochs, shuffles, show_progress)
+        examples = len(train_data)
     predictions = predict(network, held_data, scale)
     checked = exact_count(plan, exact_examples, budget)
     calibration = slice(0, len(held_data) - checked)
@@ -364,15 +443,30 @@ def fit(
         columns=columns, budget=budget, label_estimator=estimator, confidence=confidence,
         quantile=conformal_quantile(scores, confidence),
         largest_score=float(largest),
-        scale=scale, vocabulary=getattr(network, "vocabulary", None),
+        scale=scale, vocabulary=vocabulary_of(network),
     )  # fmt: skip
     report = make_report(model, plan, settings, held_data, predictions, checked, generator)
     report = report._replace(
-        examples=len(train_data), epochs=epochs, evaluations=train_cost + held_cost + 1,
+        examples=examples, epochs=epochs, evaluations=train_cost + held_cost + 1,
         label_rmse=rmse(predictions, held_labels),
         break_even_examples=break_even(train_cost + held_cost + 1, budget),
     )  # fmt: skip
     return network, settings, report
+
+
+def vocabulary_of(network: nn.Module) -> int | None:
+    """The token vocabulary a default network embeds (None: not a token network)."""
+    body = network.body if isinstance(network, ShapleyPotential) else network
+    vocabulary = getattr(body, "vocabulary", None)
+    return vocabulary if isinstance(vocabulary, int) else None
+
+
+def potential_data(plan: FitPlan, train_rows: CoalitionRows) -> PotentialData:
+    """The training split's inputs and coalition rows, with what the potential fit reads."""
+    device = plan.train[0].device
+    active = active_features(plan.train, plan.backgrounds, plan.masks, plan.num_features)
+    columns = plan.train_target.to(device) if plan.target_mode == "per_example" else None
+    return PotentialData(plan.train, train_rows, active.to(device), columns)
 
 
 def check_columns(network: nn.Module, plan: FitPlan, columns: int) -> None:

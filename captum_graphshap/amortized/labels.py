@@ -46,9 +46,11 @@ from .objective import KernelMetric, normalised_gram
 #: the unbiased estimators of the engine, and the consistent (slightly biased)
 #: paired kernel fit
 STANDALONE_ESTIMATORS: tuple[str, ...] = ("permutation", "regression_mc", "kernel", "default")
-#: ``label_estimator=`` choices of ``fit``: those, and ``"fastshap"`` (the kernel
-#: labels with each example's kernel matrix: FastSHAP's objective)
-LABEL_ESTIMATORS: tuple[str, ...] = (*STANDALONE_ESTIMATORS, "fastshap")
+#: ``label_estimator=`` choices of ``fit``: those, ``"fastshap"`` (the kernel
+#: labels with each example's kernel matrix: FastSHAP's objective) and
+#: ``"potential"`` (no labels: a potential network trained on the coalitions'
+#: values, ``potential.py``)
+LABEL_ESTIMATORS: tuple[str, ...] = (*STANDALONE_ESTIMATORS, "fastshap", "potential")
 
 
 def minimum_evaluations(estimator: str, d: int) -> int:
