@@ -145,8 +145,8 @@ class AmortizedShapley(PerturbationAttribution):
                 in total over the fit (at least ``2 d``).
             epochs: passes over the training examples (for a potential:
                 over their coalition rows, 256 a step); None: about 12,000
-                optimiser steps (a potential: 12,000 times the square root of
-                its rows over a 3,000-example fit's at 64, 2,000 to 36,000).
+                optimiser steps (a potential: 24,000 times the square root of
+                its rows over a 3,000-example fit's at 64, 2,000 to 48,000).
             validation: held-out inputs (same forms as ``train``); None: a
                 tenth of ``train`` (at most 1,000 examples, at least 20) is
                 held out. Their labels cost ``budget`` evaluations each too;

@@ -390,40 +390,21 @@ def fit(
             f"{columns} (target {'fixed' if columns == 1 else 'None: every output'})."
         )
     fit_potential = isinstance(network, ShapleyPotential) and potential
-    train_rows, train_labels, train_metric = None, None, None
-    if fit_potential:  # the coalitions' values, no labels (potential.py)
-        train_rows, train_cost = rows_split(
-            model, plan, plan.train, plan.train_target, budget, generator, show_progress
-        )
-    elif labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
-        train_labels = labels[plan.train_index.to(labels.device)]
-        train_cost = budget * len(train_labels)
-    else:
-        train_labels, train_metric, train_cost = label_split(
-            model, plan, plan.train, plan.train_target, budget, estimator, generator,
-            show_progress,
-        )  # fmt: skip
-    held_metric = None
-    if labels is not None and plan.held_index is not None:
-        held_labels = labels[plan.held_index.to(labels.device)]
-        held_cost = budget * len(held_labels)
-    else:
-        # the potential fit checks and calibrates on FastSHAP's labels of held-out examples
-        held_estimator = "fastshap" if fit_potential else estimator
-        held_labels, held_metric, held_cost = label_split(
-            model, plan, plan.held, plan.held_target, budget, held_estimator, generator,
-            show_progress,
-        )  # fmt: skip
+    train_rows, train_labels, train_metric, train_cost = training_split(
+        model, plan, labels, budget, estimator, fit_potential, generator, show_progress
+    )
+    # the potential fit checks and calibrates on FastSHAP's labels of held-out examples
+    held_estimator = "fastshap" if fit_potential else estimator
+    held_labels, held_metric, held_cost = held_split(
+        model, plan, labels, budget, held_estimator, generator, show_progress
+    )
     held_data = training_data(plan.held, held_labels, plan.held_target, plan, held_metric)
     shuffles = torch.Generator().manual_seed(seed)
     if train_rows is not None:
         assert isinstance(network, ShapleyPotential)  # fit_potential above
-        data = potential_data(plan, train_rows)
-        per_epoch = steps_per_epoch(data)
-        steps = default_steps(data) if epochs is None else epochs * per_epoch
-        epochs = max(1, round(steps / per_epoch))
-        scale = train_potential(network, data, held_data, steps, shuffles, show_progress)
-        examples = len(data.active)
+        scale, examples, epochs = fit_potential_network(
+            network, plan, train_rows, held_data, epochs, shuffles, show_progress
+        )
     else:
         assert train_labels is not None  # labelled above
         train_data = training_data(plan.train, train_labels, plan.train_target, plan, train_metric)
@@ -452,6 +433,70 @@ def fit(
         break_even_examples=break_even(train_cost + held_cost + 1, budget),
     )  # fmt: skip
     return network, settings, report
+
+
+def training_split(
+    model: Callable[..., Any],
+    plan: FitPlan,
+    labels: Tensor | None,
+    budget: int,
+    estimator: str,
+    potential: bool,
+    generator: torch.Generator | None,
+    show_progress: bool,
+) -> tuple[CoalitionRows | None, Tensor | None, KernelMetric | None, int]:
+    """What the training split is trained on: its coalition rows (a potential, no
+    labels: ``potential.py``) or its labels with their FastSHAP matrices, and the
+    model evaluations they cost."""
+    if potential:
+        train_rows, cost = rows_split(
+            model, plan, plan.train, plan.train_target, budget, generator, show_progress
+        )
+        return train_rows, None, None, cost
+    if labels is not None:  # made elsewhere (ShapleyLabels): budget evaluations each
+        train_labels = labels[plan.train_index.to(labels.device)]
+        return None, train_labels, None, budget * len(train_labels)
+    train_labels, metric, cost = label_split(
+        model, plan, plan.train, plan.train_target, budget, estimator, generator, show_progress
+    )
+    return None, train_labels, metric, cost
+
+
+def held_split(
+    model: Callable[..., Any],
+    plan: FitPlan,
+    labels: Tensor | None,
+    budget: int,
+    estimator: str,
+    generator: torch.Generator | None,
+    show_progress: bool,
+) -> tuple[Tensor, KernelMetric | None, int]:
+    """The held-out examples' labels (``labels``' rows where they were held out of
+    ``train``, else made here), FastSHAP matrices and cost."""
+    if labels is not None and plan.held_index is not None:
+        held_labels = labels[plan.held_index.to(labels.device)]
+        return held_labels, None, budget * len(held_labels)
+    return label_split(
+        model, plan, plan.held, plan.held_target, budget, estimator, generator, show_progress
+    )
+
+
+def fit_potential_network(
+    network: ShapleyPotential,
+    plan: FitPlan,
+    train_rows: CoalitionRows,
+    held_data: TrainingData,
+    epochs: int | None,
+    shuffles: torch.Generator,
+    show_progress: bool,
+) -> tuple[float, int, int]:
+    """Train the potential on the training rows: its value scale, the examples and
+    the passes over their rows (``epochs``; None: :func:`default_steps`)."""
+    data = potential_data(plan, train_rows)
+    per_epoch = steps_per_epoch(data)
+    steps = default_steps(data) if epochs is None else epochs * per_epoch
+    scale = train_potential(network, data, held_data, steps, shuffles, show_progress)
+    return scale, len(data.active), max(1, round(steps / per_epoch))
 
 
 def vocabulary_of(network: nn.Module) -> int | None:
