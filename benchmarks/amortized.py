@@ -6,7 +6,10 @@ against exact Shapley values (``ExactShapley``):
 * tabular, d = 12 correlated Gaussian inputs, random MLPs (ReLU and tanh by
   default; ``--models`` adds GELU, SiLU, softplus and a second ReLU; seeds
   fixed, not tuned): ``AmortizedShapley.fit(budget=64)`` on 3,000 and 20,000
-  examples against ``PairedKernelShap(budget=64 | 128)``;
+  examples against ``PairedKernelShap(budget=64 | 128)``; ``--fresh K``
+  instead draws K MLPs from seeds no one chose (activation, width, depth,
+  LayerNorm; printed with each) and ends with the distribution of the
+  explainer's error over the default's (win rate, median, worst, the losses);
 * images, 16 x 16 synthetic strokes, d = 16 patches of 4 x 4 pixels, a
   random CNN with max-pooling: fit on ``--images`` images at 64 each
   against the default at 64 and 128;
@@ -24,6 +27,7 @@ Errors are the mean over examples of ``||phi_hat - phi|| / ||phi||``.
 Run:  python benchmarks/amortized.py [--quick] [--sizes 3000,20000] [--images 20000]
           [--estimator fastshap|kernel|permutation] [--seed 0] [--test 200] [--test-images 100]
           [--only tabular|images|digits] [--models relu,tanh,gelu,silu,softplus,relu2]
+          [--fresh 8]
           [--device cuda] [--throughput 100000] [--exact-labels] [--label-budget 64]
 
 ``--exact-labels`` (tabular) fits on exact Shapley values and ``--label-budget
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import time
 
 import torch
@@ -68,6 +73,45 @@ def random_mlp(d: int, activation: type[nn.Module], seed: int) -> nn.Module:
     return nn.Sequential(
         nn.Linear(d, 64), activation(), nn.Linear(64, 64), activation(), nn.Linear(64, 1)
     ).eval()
+
+
+FRESH_ACTIVATIONS: tuple[type[nn.Module], ...] = (
+    nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Softplus, nn.Tanh,
+)  # fmt: skip
+
+
+def fresh_mlp(d: int, seed: int) -> tuple[str, nn.Module]:
+    """A random MLP drawn from ``seed``: activation, width 32-128, 2-3 hidden layers,
+    LayerNorm or not; its name says which."""
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda n: int(torch.randint(n, (1,), generator=g))  # noqa: E731
+    activation = FRESH_ACTIVATIONS[pick(len(FRESH_ACTIVATIONS))]
+    width, depth, norm = (32, 64, 128)[pick(3)], 2 + pick(2), bool(pick(2))
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    for index in range(depth):
+        layers += [nn.Linear(d if index == 0 else width, width)]
+        layers += [nn.LayerNorm(width)] if norm else []
+        layers += [activation()]
+    name = f"{activation.__name__} {depth}x{width}{' LayerNorm' if norm else ''} #{seed}"
+    return name, nn.Sequential(*layers, nn.Linear(width, 1)).eval()
+
+
+def print_summary(summary: list[tuple[str, int, float, float, float]]) -> None:
+    """Each fit's error over the default's at equal (64) and double (128) cost: win
+    rates, median and worst ratios, and the models where it loses."""
+    for size in sorted({row[1] for row in summary}):
+        rows = [row for row in summary if row[1] == size]
+        for column, budget in ((3, 64), (4, 128)):
+            ratios = torch.tensor([row[2] / row[column] for row in rows])
+            losses = [
+                f"{row[0]} {row[2] / row[column]:.2f}x" for row in rows if row[2] > row[column]
+            ]
+            print(
+                f"fit on {size}: amortized / default at {budget}: at or below 1 on "
+                f"{int((ratios <= 1).sum())} of {len(rows)}, median {float(ratios.median()):.2f}x, "
+                f"worst {float(ratios.max()):.2f}x; above 1: {', '.join(losses) or 'none'}"
+            )
 
 
 def stroke_images(count: int, seed: int) -> Tensor:
@@ -226,6 +270,7 @@ def compare(name: str, model: nn.Module, train: Tensor, test: Tensor, mask: Tens
           f"PairedKernelShap(budget=256) {default_time * 1e3:.1f} ms, "
           f"ratio {default_time / amortized_time:.0f}x")  # fmt: skip
     beats = rows[0][2] <= rows[1][2]
+    args.summary.append((name, len(train), rows[0][2], rows[1][2], rows[2][2]))
     print(
         f"amortized error <= default at 64: {beats}; <= default at 128: {rows[0][2] <= rows[2][2]}"
     )
@@ -300,6 +345,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the fit's generator (labels, net)")
     parser.add_argument("--only", default="", help="tabular, images or digits")
     parser.add_argument("--models", default="relu,tanh", help="tabular models to run")
+    parser.add_argument(
+        "--fresh", type=int, default=0,
+        help="tabular: this many random MLPs with seeds drawn afresh, instead of --models",
+    )  # fmt: skip
     parser.add_argument("--epochs", type=int, default=None, help="None: the fit's default")
     parser.add_argument(
         "--label-budget", type=int, default=64, help="the fit's budget per example (64: the "
@@ -320,6 +369,7 @@ def main() -> None:
         "model's convolutions)",
     )
     args = parser.parse_args()
+    args.summary = []
     if args.device == "cpu":
         torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -331,12 +381,18 @@ def main() -> None:
             "relu": (nn.ReLU, 101), "tanh": (nn.Tanh, 202), "gelu": (nn.GELU, 303),
             "silu": (nn.SiLU, 404), "softplus": (nn.Softplus, 505), "relu2": (nn.ReLU, 606),
         }  # fmt: skip
-        for key in args.models.split(","):
-            activation, seed = models[key]
-            model = random_mlp(12, activation, seed)
+        chosen = [
+            (f"tabular MLP ({activation.__name__})", random_mlp(12, activation, seed))
+            for activation, seed in (models[key] for key in args.models.split(","))
+        ]
+        if args.fresh:  # seeds no one chose: drawn for this run, printed with each model
+            seeds = torch.randint(10**6, (args.fresh,), generator=torch.Generator().manual_seed(
+                int.from_bytes(os.urandom(4), "little")))  # fmt: skip
+            chosen = [fresh_mlp(12, int(seed)) for seed in seeds]
+        for name, model in chosen:
             for size in sizes:
                 train = correlated_inputs(size, 12, seed=11 + size)
-                compare(f"tabular MLP ({activation.__name__})", model, train, test, None, args)
+                compare(name, model, train, test, None, args)
     if args.only == "digits":  # not in the default run: its own model and data
         from estimators import digits
 
@@ -357,6 +413,10 @@ def main() -> None:
         if args.throughput:
             throughput(explainer, args.throughput, args.throughput_batch,
                        torch.device(args.device), args.default_per_second)  # fmt: skip
+
+    if len(args.summary) > 1:
+        print()
+        print_summary(args.summary)
 
 
 if __name__ == "__main__":
