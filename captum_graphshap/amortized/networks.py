@@ -151,6 +151,25 @@ class TabularMLP(nn.Module):
         return self.member_values(*inputs).mean(dim=0)
 
 
+def pooled_cnn_layers(
+    channels_in: int, d: int, outputs: int
+) -> tuple[nn.Sequential, nn.Sequential]:
+    """Two full-resolution convolutions of :data:`CHANNELS` channels, and an MLP from
+    their map pooled onto the ``d`` features to ``outputs`` values (:class:`PatchCNN`,
+    :class:`PotentialCNN`)."""
+    width = CHANNELS
+    convolutions = nn.Sequential(
+        nn.Conv2d(channels_in, width, 3, padding=1), nn.GELU(),
+        nn.Conv2d(width, width, 3, padding=1), nn.GELU(),
+    )  # fmt: skip
+    head = nn.Sequential(
+        nn.Linear(d * width, HIDDEN), nn.GELU(),
+        nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
+        nn.Linear(HIDDEN, outputs),
+    )  # fmt: skip
+    return convolutions, head
+
+
 class PatchCNN(nn.Module):
     """Convolutions, the map averaged over each feature's pixels, an MLP over all features."""
 
@@ -170,16 +189,7 @@ class PatchCNN(nn.Module):
         self.register_buffer("baseline", baseline.float())
         self.register_buffer("shift", torch.zeros(()))
         self.register_buffer("scale", torch.ones(()))
-        width = CHANNELS
-        self.convolutions = nn.Sequential(
-            nn.Conv2d(channels_in, width, 3, padding=1), nn.GELU(),
-            nn.Conv2d(width, width, 3, padding=1), nn.GELU(),
-        )  # fmt: skip
-        self.head = nn.Sequential(
-            nn.Linear(d * width, HIDDEN), nn.GELU(),
-            nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
-            nn.Linear(HIDDEN, d * outputs),
-        )  # fmt: skip
+        self.convolutions, self.head = pooled_cnn_layers(channels_in, d, d * outputs)
 
     def standardise(self, inputs: tuple[Tensor, ...]) -> None:
         """Set the pixel shift and scale from training images."""
@@ -290,16 +300,8 @@ class PotentialCNN(nn.Module):
         self.register_buffer("mask", mask.reshape(-1).long())
         self.register_buffer("baseline", baseline.float())
         self.register_buffer("scale", torch.ones(()))
-        width = CHANNELS
-        self.convolutions = nn.Sequential(
-            nn.Conv2d(channels_in + 1, width, 3, padding=1), nn.GELU(),
-            nn.Conv2d(width, width, 3, padding=1), nn.GELU(),
-        )  # fmt: skip
-        self.head = nn.Sequential(
-            nn.Linear(d * width, HIDDEN), nn.GELU(),
-            nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
-            nn.Linear(HIDDEN, outputs),
-        )  # fmt: skip
+        # the image's channels and its presence map
+        self.convolutions, self.head = pooled_cnn_layers(channels_in + 1, d, outputs)
 
     def standardise(self, inputs: tuple[Tensor, ...]) -> None:
         """Set the pixel scale from training images."""
@@ -347,6 +349,29 @@ class PotentialTransformer(nn.Module):
         return self.head(self.encoder(hidden).mean(dim=1))
 
 
+def token_vocabulary(inputs: tuple[Tensor, ...], baseline: Tensor) -> int | None:
+    """The vocabulary to embed for one ``(N, L)`` tensor of token ids (the ids and
+    the baseline's), or None: not token inputs."""
+    first = inputs[0]
+    if len(inputs) == 1 and not first.is_floating_point() and first.dim() == 2:
+        return max(int(first.max()), int(baseline.max())) + 1
+    return None
+
+
+def grouped_image(inputs: tuple[Tensor, ...], mask: Tensor) -> tuple[int, Tensor] | None:
+    """``(channels, (H, W) mask)`` for one float image batch ``(N, H, W)`` or
+    ``(N, C, H, W)`` whose channels are grouped as one feature (``mask``, one
+    example's, the same in every channel); else None."""
+    first = inputs[0]
+    if len(inputs) != 1 or not first.is_floating_point() or first.dim() not in (3, 4):
+        return None
+    if first.dim() == 3:
+        return 1, mask
+    if not bool((mask == mask[0]).all()):
+        return None
+    return first.shape[1], mask[0]
+
+
 def default_potential(
     inputs: tuple[Tensor, ...],
     masks: tuple[Tensor, ...],
@@ -363,16 +388,12 @@ def default_potential(
     shapes = [tuple(t.shape[1:]) for t in inputs]
     mask, baseline = masks[0][0].expand(shapes[0]), baselines[0][0, 0].expand(shapes[0])
     body: nn.Module
-    if len(inputs) == 1 and not first.is_floating_point() and first.dim() == 2:
-        vocabulary = max(int(first.max()), int(baseline.max())) + 1
+    vocabulary = token_vocabulary(inputs, baseline)
+    image = grouped_image(inputs, mask)
+    if vocabulary is not None:
         body = PotentialTransformer(vocabulary, mask, d, outputs)
-    elif (
-        len(inputs) == 1 and first.is_floating_point() and first.dim() in (3, 4)
-        and MLP_ELEMENTS < first[0].numel()
-        and (first.dim() == 3 or bool((mask == mask[0]).all()))  # channels grouped
-    ):  # fmt: skip
-        channels = first.shape[1] if first.dim() == 4 else 1
-        image_mask = mask if first.dim() == 3 else mask[0]
+    elif image is not None and MLP_ELEMENTS < first[0].numel():
+        channels, image_mask = image
         body = PotentialCNN(channels, image_mask, baseline.to(torch.float32), d, outputs)
     else:
         baseline = torch.cat(
@@ -400,16 +421,13 @@ def default_explainer(
     shapes = [t.shape[1:] for t in inputs]
     mask = [m[0].expand(s) for m, s in zip(masks, shapes)]
     baseline = [b[0, 0].expand(s).to(t.dtype) for b, s, t in zip(baselines, shapes, inputs)]
-    if len(inputs) == 1 and not first.is_floating_point() and first.dim() == 2:
-        vocabulary = max(int(first.max()), int(baseline[0].max())) + 1
+    vocabulary = token_vocabulary(inputs, baseline[0])
+    if vocabulary is not None:
         return TokenTransformer(vocabulary, mask[0], baseline[0], d, outputs)
-    elements = sum(t[0].numel() for t in inputs)
-    if len(inputs) == 1 and first.is_floating_point() and first.dim() in (3, 4) and d < elements:
-        image_mask = mask[0] if first.dim() == 3 else mask[0][0]
-        # channels grouped as one feature (the mask the same in every channel)
-        if first.dim() == 3 or bool((mask[0] == image_mask).all()):
-            channels = first.shape[1] if first.dim() == 4 else 1
-            return PatchCNN(channels, image_mask, baseline[0], d, outputs)
+    image = grouped_image(inputs, mask[0])
+    if image is not None and d < first[0].numel():
+        channels, image_mask = image
+        return PatchCNN(channels, image_mask, baseline[0], d, outputs)
     flat_mask = torch.cat([m.reshape(-1) for m in mask])
     return TabularMLP(flat_mask, flatten([b[None] for b in baseline])[0], d, outputs)
 
