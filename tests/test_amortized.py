@@ -599,6 +599,7 @@ def test_a_long_labelling_is_forecast_once_for_the_whole_fit(monkeypatch):
     with pytest.warns(batching.CostForecast) as record:
         fitted(model, x, epochs=1)
     texts = [str(w.message) for w in record if w.category is batching.CostForecast]
+    texts = [text for text in texts if "optimiser steps" not in text]  # the training's own
     # the training split (198 examples, four chunks); the held-out 22 are one chunk,
     # labelled by the time a forecast could be made
     assert len(texts) == 1, texts
@@ -607,6 +608,52 @@ def test_a_long_labelling_is_forecast_once_for_the_whole_fit(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", batching.CostForecast)
         fitted(model, x, epochs=1, show_progress=True)
+
+
+@pytest.mark.parametrize("estimator", ["potential", "fastshap"])
+def test_a_long_training_is_forecast_once_before_it_runs_on(monkeypatch, estimator):
+    """The training's steps 2-4 are timed and the rest forecast in one CostForecast
+    (none with show_progress=True: the bar's postfix shows it); no forecast for a
+    training estimated under AUTO_PROGRESS_SECONDS."""
+    from captum_graphshap.engine import batching
+
+    model = small_mlp()
+    x = data(120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", batching.CostForecast)
+        fitted(model, x, epochs=6, label_estimator=estimator)  # well under 5 s
+        monkeypatch.setattr(batching, "AUTO_PROGRESS_SECONDS", 0.0)
+        fitted(model, x, epochs=6, label_estimator=estimator, show_progress=True)
+    with pytest.warns(batching.CostForecast) as record:
+        fitted(model, x, epochs=6, label_estimator=estimator)
+    texts = [str(w.message) for w in record if "optimiser steps" in str(w.message)]
+    assert len(texts) == 1, texts
+    assert texts[0].startswith("AmortizedShapley.fit: ")
+    assert "on steps 2-4" in texts[0] and "show_progress=True" in texts[0]
+
+
+def test_the_training_forecast_weighs_steps_by_their_network_rows(monkeypatch):
+    """Timed on steps 1-3 (0-based) and scaled by the rows left: a potential's
+    recursion steps hold more network rows than its pretraining steps."""
+    from captum_graphshap.amortized import potential_training, training_clock
+    from captum_graphshap.engine import batching
+
+    clock_seconds = iter([10.0, 13.0])  # steps 1-3: 3 s, one second a step
+    monkeypatch.setattr(training_clock.time, "perf_counter", lambda: next(clock_seconds))
+    reported: list[tuple[float, float]] = []
+    data_ = type("Data", (), {})()
+    monkeypatch.setattr(potential_training, "batch_sizes", lambda data: (100, 10, 2))
+    data_.active = torch.ones(3, 4, dtype=torch.bool)  # d = 4
+    work = potential_training.step_work(data_, pretraining=5)
+    # a recursion step: 10 coalition rows x (1 + 2 children) + 2 examples x 5 rows
+    assert work(0, 5) == 500 and work(5, 7) == 2 * 40 and work(3, 7) == 2 * 100 + 2 * 40
+    clock = training_clock.TrainingClock(work, 12, "fit")
+    clock.report = lambda left, per_step: reported.append((left, per_step))  # type: ignore[method-assign]
+    for step in range(12):
+        clock.step_done(step)
+    # 3 s for 300 rows; left: step 4 (100 rows) and 7 recursion steps (280 rows)
+    assert reported == [(pytest.approx(3.8), pytest.approx(1.0))]
+    assert batching.AUTO_PROGRESS_SECONDS == 5.0
 
 
 def test_the_potential_fit_beats_its_labels_and_the_per_example_default():

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from .coalition_rows import CoalitionRows
 from .potential import ShapleyPotential, children, recursion_residuals
 from .training import CHECKPOINTS, AdamW, TrainingData, held_out_loss, moving_average, normalised
+from .training_clock import TrainingClock
 
 #: optimiser steps of a fit with ``epochs=None`` (after the pretraining) on
 #: :data:`REFERENCE_ROWS` coalition rows; other fits scale them with the square
@@ -220,6 +221,8 @@ def train_potential(
         from tqdm.auto import tqdm
 
         step_range = tqdm(range(total), desc="AmortizedShapley training")
+    bar = step_range if show_progress else None
+    clock = TrainingClock(step_work(data, pretraining), total, "AmortizedShapley.fit", bar)
     network.train()
     for step in step_range:
         if step < pretraining:
@@ -244,9 +247,25 @@ def train_potential(
                 if loss_held < best:
                     best, best_state = loss_held, copy.deepcopy(candidate.state_dict())
             network.train()
+        clock.step_done(step)
     network.load_state_dict(best_state)
     network.eval()
     return scale
+
+
+def step_work(data: PotentialData, pretraining: int) -> Callable[[int, int], float]:
+    """The network rows of steps ``[start, stop)`` (the training clock's unit): a
+    pretraining step's rows, then a recursion step's (each coalition row and its
+    ``|A|`` children, about ``d / 2``) and a FastSHAP step's ``d + 1`` per example."""
+    d = data.active.shape[1]
+    rows, coalitions, examples = batch_sizes(data)
+    recursion = coalitions * (1 + d / 2) + examples * (d + 1)
+
+    def work(start: int, stop: int) -> float:
+        early = max(0, min(stop, pretraining) - start)
+        return early * rows + (stop - start - early) * recursion
+
+    return work
 
 
 def _schedule(step: int, total: int) -> float:

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from ..engine.features import feature_sums
 from .objective import KernelMetric, squared_errors
+from .training_clock import TrainingClock
 
 #: the default number of optimiser steps a fit aims for (``epochs=None``): the
 #: label noise is averaged over many steps. 6,000 steps left the smooth MLPs of
@@ -258,6 +259,8 @@ def train(
         from tqdm.auto import tqdm
 
         epoch_range = tqdm(epoch_range, desc="AmortizedShapley training")
+    bar = epoch_range if show_progress else None
+    clock = TrainingClock(lambda start, stop: stop - start, total, "AmortizedShapley.fit", bar)
     for epoch in epoch_range:
         network.train()
         order = torch.randperm(len(train_data), generator=generator).to(train_data.gaps.device)
@@ -270,6 +273,7 @@ def train(
             progress = min(optimiser.steps, total) / total
             optimiser.step(learning_rate * 0.5 * (1 + math.cos(math.pi * progress)))
             moving_average(averaged, network, optimiser.steps)
+            clock.step_done(optimiser.steps - 1)
         if (epoch + 1) % check_every == 0 or epoch + 1 == epochs:
             # the average lags the network in a short fit: keep whichever is better
             with torch.no_grad():
