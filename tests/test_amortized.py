@@ -712,6 +712,59 @@ def test_a_custom_potential_body_is_trained_saved_and_loaded():
     assert torch.equal(rebuilt.attribute(x[:4]), default.attribute(x[:4]))
 
 
+def test_a_large_fit_trains_two_potential_bodies_apart_and_explains_with_their_mean(
+    monkeypatch,
+):
+    """From ENSEMBLE_EXAMPLES training examples the default body is a BodyEnsemble:
+    member 0 is trained exactly as a single body would be (same initialisation and
+    draws), member 1 from the draws after it; the explainer's values are the mean
+    of the members' (phi is linear in the potential), efficient, and a saved state
+    rebuilds it from its configuration."""
+    from captum_graphshap.amortized import networks, potential_training
+    from captum_graphshap.amortized.potential import ShapleyPotential
+
+    model, x = small_mlp(), data(120)
+    single = fitted(model, x)
+    monkeypatch.setattr(networks, "ENSEMBLE_EXAMPLES", 50)
+    pair = fitted(model, x)
+    body = pair.explainer.body
+    assert isinstance(body, networks.BodyEnsemble) and len(body.members) == 2
+    first, second = potential_training.member_potentials(pair.explainer)
+    assert first.body is body.members[0] and first.num_features == 5
+    trained_alone = single.explainer.body.state_dict()
+    for name, value in body.members[0].state_dict().items():
+        torch.testing.assert_close(value, trained_alone[name], rtol=0, atol=0)
+    probe = data(6, seed=3)
+    with torch.no_grad():
+        each = [view(probe) for view in (first, second)]
+    assert not torch.allclose(each[0], each[1])
+    with torch.no_grad():
+        torch.testing.assert_close(pair.explainer(probe), (each[0] + each[1]) / 2)
+    phi = pair.attribute(probe)
+    with torch.no_grad():
+        gap = model(probe)[:, 0] - model(torch.zeros(1, 5))[:, 0]
+    torch.testing.assert_close(phi.sum(1), gap, atol=1e-5, rtol=0)
+    rebuilt = AmortizedShapley(model)
+    rebuilt.load_state_dict(pair.state_dict())
+    assert isinstance(rebuilt.explainer, ShapleyPotential)
+    assert isinstance(rebuilt.explainer.body, networks.BodyEnsemble)
+    assert torch.equal(rebuilt.attribute(probe), phi)
+
+
+def test_the_members_steps_are_one_clock():
+    """The work of members trained one after another: each member's steps in turn."""
+    from captum_graphshap.amortized.potential_training import repeated
+
+    def work(start: int, stop: int) -> float:  # steps 0-2 weigh 1, then 10
+        return float(sum(1 if step < 3 else 10 for step in range(start, stop)))
+
+    total = repeated(work, 5)  # members of 5 steps: 1, 1, 1, 10, 10, 1, 1, 1, 10, 10
+    weights = [1, 1, 1, 10, 10] * 3
+    for start in range(15):
+        for stop in range(start, 16):
+            assert total(start, stop) == sum(weights[start:stop])
+
+
 def test_potential_refusals_come_before_any_model_call():
     model = Counting(small_mlp())
     x = data(60)

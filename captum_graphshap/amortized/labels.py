@@ -125,20 +125,27 @@ def relabelled_rows(coalitions: Tensor, order: Tensor) -> Tensor:
     return rows.reshape(batch * count, d)
 
 
-def every_output_values(game: CoalitionGame, example_index: Tensor, rows: Tensor) -> Tensor:
+def every_output_values(
+    game: CoalitionGame, example_index: Tensor, rows: Tensor, distinct: bool = False
+) -> Tensor:
     """``(R, K)`` values of rows for every output explained (K = 1 with a target).
 
     Without a target, a model with several outputs per example has each
     explained at once: the game is switched to its multi-output mode on the
     first call (no model row is evaluated twice: the probe is replayed).
+    ``distinct``: no (example, row) pair repeats (the engine skips its search).
     """
     desc = "Shapley labels"  # the engine's progress bar and forecast name it
     try:
-        return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
+        return game.evaluate_rows(
+            example_index, rows, every_output=True, desc=desc, distinct=distinct
+        )
     except MultipleOutputs as multiple:
         game.outputs = int(torch.Size(multiple.shape).numel())
         game.tape.position = 0
-        return game.evaluate_rows(example_index, rows, every_output=True, desc=desc)
+        return game.evaluate_rows(
+            example_index, rows, every_output=True, desc=desc, distinct=distinct
+        )
 
 
 def sampled_labels(
@@ -198,11 +205,14 @@ def gaps(game: CoalitionGame, shared_empty: bool) -> Tensor:
     """
     d, batch, device = game.num_features, game.batch_size, game.device
     every = torch.arange(batch, device=device)
-    full = every_output_values(game, every, torch.ones(batch, d, dtype=torch.bool, device=device))
+    # one full and at most one empty row per example: distinct, no search for repeats
+    full = every_output_values(
+        game, every, torch.ones(batch, d, dtype=torch.bool, device=device), distinct=True
+    )
     rows = every[:1] if shared_empty else every  # the restricted game's example 0 is example 0
     source = game.restricted(rows, None) if shared_empty else game
     empty = every_output_values(
-        source, rows, torch.zeros(len(rows), d, dtype=torch.bool, device=device)
+        source, rows, torch.zeros(len(rows), d, dtype=torch.bool, device=device), distinct=True
     )
     if shared_empty:
         game.evaluations[0] += 1

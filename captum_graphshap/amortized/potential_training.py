@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -207,24 +208,59 @@ def train_potential(
 
     ``held_out`` holds the held-out examples' kernel labels and FastSHAP
     matrices: the state kept is the network's or its moving average's, whichever
-    has the lower held-out FastSHAP loss at :data:`CHECKPOINTS` checks.
+    has the lower held-out FastSHAP loss at :data:`CHECKPOINTS` checks. A
+    :class:`~.networks.BodyEnsemble` body's members are trained one after the
+    other, each as a potential of its own (different initialisations, the
+    next draws of ``generator``); one clock and one bar cover them all.
     """
     scale = value_scale(data.rows)
-    optimiser = AdamW(list(network.parameters()))
+    members = member_potentials(network)
     pretraining = max(1, round(steps * PRETRAIN_SHARE))
+    total = pretraining + steps
+    bar = None
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(members) * total, desc="AmortizedShapley training")
+    work = repeated(step_work(data, pretraining), total)
+    clock = TrainingClock(work, len(members) * total, "AmortizedShapley.fit", bar)
+    for index, member in enumerate(members):
+        schedule = _Schedule(pretraining, steps, index * total)
+        _train_member(member, data, held_out, scale, schedule, generator, clock, bar)
+    if bar is not None:
+        bar.close()
+    network.eval()
+    return scale
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """A member's steps: ``pretraining`` then ``steps``, from global step ``offset``."""
+
+    pretraining: int
+    steps: int
+    offset: int
+
+
+def _train_member(
+    network: ShapleyPotential,
+    data: PotentialData,
+    held_out: TrainingData,
+    scale: float,
+    schedule: _Schedule,
+    generator: torch.Generator,
+    clock: TrainingClock,
+    bar: Any,
+) -> None:
+    """One potential's fit (:func:`train_potential`), in place."""
+    pretraining, steps = schedule.pretraining, schedule.steps
+    optimiser = AdamW(list(network.parameters()))
     averaged = copy.deepcopy(network)
     total = pretraining + steps
     check_every = max(1, steps // CHECKPOINTS)
     best, best_state = math.inf, copy.deepcopy(network.state_dict())
-    step_range: Iterable[int] = range(total)
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        step_range = tqdm(range(total), desc="AmortizedShapley training")
-    bar = step_range if show_progress else None
-    clock = TrainingClock(step_work(data, pretraining), total, "AmortizedShapley.fit", bar)
     network.train()
-    for step in step_range:
+    for step in range(total):
         if step < pretraining:
             loss = pretraining_loss(network, data, scale, generator)
             rate = LEARNING_RATE * _schedule(step, pretraining)
@@ -247,10 +283,38 @@ def train_potential(
                 if loss_held < best:
                     best, best_state = loss_held, copy.deepcopy(candidate.state_dict())
             network.train()
-        clock.step_done(step)
+        clock.step_done(schedule.offset + step)
+        if bar is not None:
+            bar.update(1)
     network.load_state_dict(best_state)
     network.eval()
-    return scale
+
+
+def member_potentials(network: ShapleyPotential) -> list[ShapleyPotential]:
+    """The potentials trained apart: one per member of a
+    :class:`~.networks.BodyEnsemble` body (sharing ``network``'s masks and
+    baselines), else ``network`` itself."""
+    from .networks import BodyEnsemble  # networks.py builds on potential.py
+
+    if not isinstance(network.body, BodyEnsemble):
+        return [network]
+    views = []
+    for body in network.body.members:
+        view = ShapleyPotential(body)
+        view.num_features, view.inputs = network.num_features, network.inputs
+        for name, buffer in network.named_buffers(recurse=False):
+            view.register_buffer(name, buffer, False)
+        views.append(view)
+    return views
+
+
+def repeated(work: Callable[[int, int], float], period: int) -> Callable[[int, int], float]:
+    """``work`` over global steps of members of ``period`` steps each, one after another."""
+
+    def before(step: int) -> float:
+        return (step // period) * work(0, period) + work(0, step % period)
+
+    return lambda start, stop: before(stop) - before(start)
 
 
 def step_work(data: PotentialData, pretraining: int) -> Callable[[int, int], float]:
