@@ -751,6 +751,19 @@ def test_a_large_fit_trains_two_potential_bodies_apart_and_explains_with_their_m
     assert torch.equal(rebuilt.attribute(probe), phi)
 
 
+def test_images_keep_one_potential_body_at_any_size(monkeypatch):
+    """The two-body rule is for tabular inputs: an image's MLP body stays single."""
+    from captum_graphshap.amortized import networks
+
+    monkeypatch.setattr(networks, "ENSEMBLE_EXAMPLES", 10)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 2)).eval()
+    images = torch.randn(40, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    patches = (torch.arange(8)[:, None] // 4 * 2 + torch.arange(8)[None, :] // 4)[None, None]
+    explainer = fitted(model, images, feature_mask=patches, epochs=1)
+    assert isinstance(explainer.explainer.body, networks.PotentialMLP)
+
+
 def test_the_members_steps_are_one_clock():
     """The work of members trained one after another: each member's steps in turn."""
     from captum_graphshap.amortized.potential_training import repeated

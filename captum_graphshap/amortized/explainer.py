@@ -72,10 +72,10 @@ class AmortizedShapley(PerturbationAttribution):
             ``(N, d)`` or ``(N, d, outputs)`` values, or a
             :class:`~.potential.ShapleyPotential` around a body of your own;
             None: a potential whose body is chosen from the training inputs'
-            kind (an MLP for tabular data and small images, two trained apart
-            and averaged from 10,000 training examples, a CNN pooled onto the
-            features for images above 4,096 elements, a small transformer for
-            token ids).
+            kind (an MLP for tabular data and small images, for tabular data
+            two trained apart and averaged from 10,000 training examples, a
+            CNN pooled onto the features for images above 4,096 elements, a
+            small transformer for token ids).
 
     Example:
         >>> import torch
