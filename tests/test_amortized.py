@@ -434,6 +434,29 @@ def test_shapley_labels_are_the_fits_draws_in_captum_shapes():
     assert counted.rows == 0
 
 
+def test_attribute_costs_one_model_call_of_the_examples_and_one_baseline_row():
+    model = small_mlp()
+    explainer = fitted(model, data(200))
+    counted = Counting(model)
+    explainer.forward_func = counted
+    calls = []
+    counted.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
+    x = data(9, seed=3)
+    phi = explainer.attribute(x)
+    assert calls == [10]  # f(x) for the 9 examples and f(baseline) once, in one call
+    gap = model(x)[:, 0] - model(torch.zeros(1, 5))[:, 0]
+    torch.testing.assert_close(phi.sum(1), gap, atol=1e-5, rtol=0)
+    calls.clear()
+    per_example = explainer.attribute(x, baselines=torch.zeros(9, 5))  # the fit's, one a row
+    assert calls == [10]
+    torch.testing.assert_close(per_example, phi, atol=1e-6, rtol=0)
+    one_differs = torch.zeros(9, 5)
+    one_differs[4, 2] = 1.0
+    with pytest.raises(ValueError, match="baselines differ from the fit's"):
+        explainer.attribute(x, baselines=one_differs)
+    assert calls == [10]  # refused before any model call
+
+
 def test_fit_trains_on_labels_made_elsewhere_without_labelling_again():
     from captum_graphshap.amortized import ShapleyLabels
 

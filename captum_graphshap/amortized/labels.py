@@ -205,15 +205,10 @@ def gaps(game: CoalitionGame, shared_empty: bool) -> Tensor:
     """
     d, batch, device = game.num_features, game.batch_size, game.device
     every = torch.arange(batch, device=device)
-    # one full and at most one empty row per example: distinct, no search for repeats
-    full = every_output_values(
-        game, every, torch.ones(batch, d, dtype=torch.bool, device=device), distinct=True
-    )
-    rows = every[:1] if shared_empty else every  # the restricted game's example 0 is example 0
-    source = game.restricted(rows, None) if shared_empty else game
-    empty = every_output_values(
-        source, rows, torch.zeros(len(rows), d, dtype=torch.bool, device=device), distinct=True
-    )
-    if shared_empty:
-        game.evaluations[0] += 1
+    empty_rows = every[:1] if shared_empty else every  # example 0's empty row serves all
+    # one call: a full row per example and the empty rows, distinct (no search for repeats)
+    present = torch.zeros(batch + len(empty_rows), d, dtype=torch.bool, device=device)
+    present[:batch] = True
+    values = every_output_values(game, torch.cat([every, empty_rows]), present, distinct=True)
+    full, empty = values[:batch], values[batch:]
     return full - empty

@@ -91,10 +91,19 @@ def check_game_matches(settings: FitSettings, game: CoalitionGame) -> None:
             "features it was trained on. Pass the fit's mask, or none."
         )
     if game.num_references != 1 or any(
-        b.shape[1] != 1 or not torch.equal(b.cpu().expand(s.shape), s.to(b.dtype))
-        for b, s in zip(game.backgrounds, settings.baselines)
+        not _same_baseline(b, s) for b, s in zip(game.backgrounds, settings.baselines)
     ):
         raise ValueError(
             "baselines differ from the fit's; the explainer learnt the Shapley values of the "
             "game with the fit's baselines. Pass those, or None (which means the fit's)."
         )
+
+
+def _same_baseline(background: Tensor, fitted: Tensor) -> bool:
+    """Whether a call's ``(1, 1 or N, ...)`` baselines are the fit's ``(1, 1, *S)`` (both may
+    be broadcast): one baseline per example is the fit's when each equals it."""
+    try:
+        shape = torch.broadcast_shapes(background.shape, fitted.shape)
+    except RuntimeError:
+        return False
+    return torch.equal(background.cpu().expand(shape), fitted.to(background.dtype).expand(shape))
